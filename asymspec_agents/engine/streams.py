@@ -1,0 +1,119 @@
+"""A KV stream: one model reading one view, with a prefix cache that survives across calls.
+
+`ids` always equals what the cache holds. A new call crops to the longest common prefix with its prompt and
+prefills only the rest; rollback after a verification block crops by length (never copies).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import torch
+
+from .stats import StreamStats
+
+PREFILL_CHUNK = 1024  # bounds attention memory on long prompts
+
+
+class KVStream:
+    def __init__(self, model, role: str, view: str, vocab_size: int):
+        self.model = model
+        self.role, self.view = role, view
+        self.vocab_size = vocab_size
+        self.ids: list[int] = []
+        self.cache = None
+        self.stats = StreamStats(role, view)
+        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._flops_per_token, self._attention_flops, self._head_flops = _flop_constants(model)
+        self._device = next(model.parameters()).device
+
+    @property
+    def name(self) -> str:
+        """DESIGN's names: S_full, S_comp (drafter), V_comp, V_full (verifier)."""
+        return f"{'S' if self.role == 'drafter' else 'V'}_{self.view}"
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def sync(self, prompt: list[int]) -> None:
+        """Make the cache hold `prompt[:-1]`; its last token is fed with the first block."""
+        keep = _common_prefix(self.ids, prompt[:-1])
+        self.rollback(keep)
+        self.stats.reused_tokens += keep
+        rest = prompt[keep:-1]
+        for start in range(0, len(rest), PREFILL_CHUNK):
+            self._forward(rest[start:start + PREFILL_CHUNK], keep_logits=1, prefill=True)
+
+    def forward(self, tokens: list[int]) -> torch.Tensor:
+        """Feed tokens, return float32 logits for each of them over the shared vocabulary. `[len(tokens), vocab]`"""
+        return self._forward(tokens, keep_logits=len(tokens), prefill=False)
+
+    def rollback(self, length: int) -> None:
+        drop = len(self.ids) - length
+        if drop < 0:
+            raise RuntimeError(f"{self.role}/{self.view} stream holds {len(self.ids)} tokens, cannot roll back to {length}")
+        if drop:
+            self.cache.crop(-drop)  # transformers 5.x: a negative count of tokens to drop
+            del self.ids[length:]
+
+    def reset(self) -> None:
+        self.ids, self.cache = [], None
+
+    def _forward(self, tokens: list[int], keep_logits: int, prefill: bool) -> torch.Tensor:
+        if self.cache is None:
+            from transformers import DynamicCache
+
+            self.cache = DynamicCache(config=self.model.config)
+        start = time.perf_counter()
+        context = len(self.ids)
+        try:
+            with torch.inference_mode():
+                out = self.model(
+                    input_ids=torch.tensor([tokens], device=self._device),
+                    use_cache=True,
+                    logits_to_keep=keep_logits,
+                    **{self._cache_kwarg: self.cache},
+                )
+        except BaseException:
+            self.reset()  # the cache may hold part of this forward: start over rather than trust it
+            raise
+        self.ids.extend(tokens)
+        logits = out.logits[0, :, : self.vocab_size].float()
+        if self._device.type == "cuda":
+            torch.cuda.synchronize(self._device)
+        self._count(len(tokens), context, keep_logits, prefill, time.perf_counter() - start)
+        return logits
+
+    def _count(self, n: int, context: int, kept: int, prefill: bool, seconds: float) -> None:
+        s = self.stats
+        if prefill:
+            s.prefill_tokens += n
+            s.prefill_forwards += 1
+        else:
+            s.decode_tokens += n
+            s.decode_forwards += 1
+        # each new token attends to the cache plus the new tokens before it
+        attended = n * context + n * (n + 1) // 2
+        s.flops += self._flops_per_token * n + self._attention_flops * attended + self._head_flops * kept
+        s.seconds += seconds
+
+
+def _flop_constants(model) -> tuple[float, float, float]:
+    """Per token: 2 × non-embedding body parameters; per attended position: QKᵀ and AV; per kept logit row: lm_head."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    embedding = model.get_input_embeddings().weight.numel()
+    head = model.get_output_embeddings().weight.numel()
+    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    body = sum(p.numel() for p in model.parameters()) - embedding - (0 if tied else head)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    attention = 4.0 * config.num_hidden_layers * config.num_attention_heads * head_dim
+    return 2.0 * body, attention, 2.0 * head
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
