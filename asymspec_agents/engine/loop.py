@@ -49,7 +49,7 @@ class DecodingLoop:
 
     def _verifier_step(self) -> list[tuple[int, int, str, bool]]:
         """No drafter: the verifier decodes one token at slot 0."""
-        row = self.verify.forward(self._pending(self.verify))[0]
+        row = self.verify.forward(self._unread(self.verify))[-1]
         decision = self._decision_before([]) or self._entropy_decision(row)
         return [(self._choose(row), 0, VERIFIER, decision)]
 
@@ -58,9 +58,8 @@ class DecodingLoop:
         k_target = min(self.k, self.max_new_tokens - len(self.generated) - 1)
         drafts, a_rows, q_rows, decision_now, decision_next = self._draft_tokens(k_target)
         k = len(drafts)
-        pending = self._pending(self.verify)
-        t_rows = self.verify.forward(pending + drafts)  # [k+1, vocab]
-        b_rows = self.contrast.forward(self._pending(self.contrast) + drafts) if self.contrast else None
+        t_rows = self.verify.forward(self._unread(self.verify) + drafts)[-k - 1:]  # [k+1, vocab]
+        b_rows = self.contrast.forward(self._unread(self.contrast) + drafts)[-k - 1:] if self.contrast else None
 
         n, cut = k, None
         if k:
@@ -71,9 +70,12 @@ class DecodingLoop:
         elif n < k:
             committed.append((self._correction(fused[n], q[n] if q is not None else None), n, CORRECTION, False))
         elif not decision_next and not (drafts and drafts[-1] in self.eos_ids):
-            if len(a_rows) <= k:  # a_{k+1}: one more drafter step, only now that it is needed
-                a_rows.append(self.draft.forward([drafts[-1]])[0])
-            row = self._target(t_rows[k], a_rows[k], b_rows[k] if b_rows is not None else None)
+            if b_rows is None:
+                row = t_rows[k]  # no fusion: the drafter reads x_k with the next block instead
+            else:
+                if len(a_rows) <= k:  # a_{k+1}: one more drafter step, only now that it is needed
+                    a_rows.append(self.draft.forward([drafts[-1]])[0])
+                row = self._target(t_rows[k], a_rows[k], b_rows[k])
             if k and self._entropy_decision(row):
                 self._forced_decision = True
             else:
@@ -90,7 +92,7 @@ class DecodingLoop:
 
     def _draft_tokens(self, k_target: int):
         """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point."""
-        a_rows = [self.draft.forward(self._pending(self.draft))[0]]
+        a_rows = [self.draft.forward(self._unread(self.draft))[-1]]
         decision_now = self._forced_decision or self._decision_before([]) or self._entropy_decision(a_rows[0])
         self._forced_decision = False
         drafts: list[int] = []
@@ -199,11 +201,11 @@ class DecodingLoop:
         s.jsd_max = max(s.jsd_max, float(divergence.max()))
         s.fused_positions += divergence.numel()
 
-    def _pending(self, stream: KVStream) -> list[int]:
-        """The one committed token this stream has not read yet: the last committed token (or prompt token)."""
+    def _unread(self, stream: KVStream) -> list[int]:
+        """Committed tokens this stream has not read yet: the last one, or two when the drafter skipped x_k."""
         prompt = self.prompts[stream.view]
-        assert len(stream) == len(prompt) + len(self.generated) - 1, "stream out of step with the committed tokens"
-        return [self.generated[-1] if self.generated else prompt[-1]]
+        start = len(stream)
+        return self.generated[start - len(prompt):] if start >= len(prompt) else prompt[start:] + self.generated
 
     @property
     def streams(self) -> list[KVStream]:
@@ -223,5 +225,5 @@ class DecodingLoop:
         if self.policy:
             self._tail = (self._tail + tokens)[-self.policy.lookback_tokens:]
         for stream in self.streams:
-            stream.rollback(len(self.prompts[stream.view]) + len(self.generated) - 1)
+            stream.rollback(min(len(stream), len(self.prompts[stream.view]) + len(self.generated) - 1))
         return tokens

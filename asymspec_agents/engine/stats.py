@@ -23,6 +23,7 @@ class StreamStats:
     prefill_forwards: int = 0
     decode_tokens: int = 0
     decode_forwards: int = 0
+    decode_sizes: Counter = field(default_factory=Counter)  # tokens per decode forward -> forwards
     flops: float = 0.0
     seconds: float = 0.0
 
@@ -86,6 +87,8 @@ class GenerationStats:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["accepted_lengths"] = {int(k): v for k, v in sorted(self.accepted_lengths.items())}
+        for name, stream in data["streams"].items():
+            stream["decode_sizes"] = {int(k): v for k, v in sorted(self.streams[name].decode_sizes.items())}
         data.update(
             acceptance_rate=self.acceptance_rate,
             delta_abs_mean=self.delta_abs_mean,

