@@ -12,6 +12,7 @@ import torch
 from ..errors import ConfigError, ContextTooLongError, InvalidInputError
 from ..models import check_shared_vocabulary, load_model
 from .config import MODES, GenerationConfig
+from .constraints import TokenConstraint
 from .loop import DecodingLoop
 from .stats import GenerationStats
 from .streams import KVStream
@@ -66,20 +67,26 @@ class AsymSpecEngine:
         return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer)
 
     def generate(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
-                 config: GenerationConfig | None = None, **overrides) -> GenerationResult:
-        """Decode one reply. `comp_ids` defaults to `full_ids` (lossless compression) and vice versa."""
+                 config: GenerationConfig | None = None, *, constraint: TokenConstraint | None = None,
+                 **overrides) -> GenerationResult:
+        """Decode one reply. `comp_ids` defaults to `full_ids` (lossless compression) and vice versa.
+
+        `constraint` (e.g. a GrammarConstraint for a JSON schema) restricts every committed token; it is a fresh,
+        stateful object per call. Keyword overrides replace fields of `config`.
+        """
         text, tokens = [], []
-        for chunk in self.stream(full_ids, comp_ids, config, **overrides):
+        for chunk in self.stream(full_ids, comp_ids, config, constraint=constraint, **overrides):
             text.append(chunk.text)
             tokens.extend(chunk.token_ids)
         return GenerationResult(tokens, "".join(text), chunk.finish_reason, chunk.stats)
 
     def stream(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
-               config: GenerationConfig | None = None, **overrides) -> Iterator[StreamChunk]:
+               config: GenerationConfig | None = None, *, constraint: TokenConstraint | None = None,
+               **overrides) -> Iterator[StreamChunk]:
         """Yield committed text as blocks are accepted; stop strings are never emitted, not even in part."""
         config = replace(config or GenerationConfig(), **overrides) if overrides else (config or GenerationConfig())
         prompts = self._prompts(full_ids, comp_ids, config)
-        return self._stream(prompts, config)
+        return self._stream(prompts, config, constraint)
 
     def reset(self) -> None:
         """Forget every cached prefix."""
@@ -88,10 +95,11 @@ class AsymSpecEngine:
 
     # -------------------------------------------------------------------------------------------------------
 
-    def _stream(self, prompts: dict[str, list[int]], config: GenerationConfig) -> Iterator[StreamChunk]:
+    def _stream(self, prompts: dict[str, list[int]], config: GenerationConfig,
+                constraint: TokenConstraint | None) -> Iterator[StreamChunk]:
         with self._lock:
             started = time.perf_counter()
-            loop = self._loop(prompts, config)
+            loop = self._loop(prompts, config, constraint)
             decoder = IncrementalDecoder(self.tokenizer)
             stops = StopMatcher(config.stop)
             finish = None
@@ -116,7 +124,8 @@ class AsymSpecEngine:
             stats.wall_seconds = time.perf_counter() - started
             yield StreamChunk("", [], finish or loop.finish_reason, stats)
 
-    def _loop(self, prompts: dict[str, list[int]], config: GenerationConfig) -> DecodingLoop:
+    def _loop(self, prompts: dict[str, list[int]], config: GenerationConfig,
+              constraint: TokenConstraint | None) -> DecodingLoop:
         draft_view, verify_view, contrast = MODES[config.mode]
         if draft_view and self.drafter is None:
             raise ConfigError(f"Mode {config.mode!r} needs a drafter; build the engine with one, or use mode 'full'/'compressed'.")
@@ -127,7 +136,8 @@ class AsymSpecEngine:
         longest = max(len(prompts[s.view]) for s in (verify, draft, contrast_stream) if s is not None)
         max_new = min(config.max_new_tokens, self.context_window - longest)
         return DecodingLoop(config=config, prompts=prompts, verify=verify, draft=draft, contrast=contrast_stream,
-                            tokenizer=self.tokenizer, eos_ids=self.eos_token_ids, max_new_tokens=max_new, stats=stats)
+                            tokenizer=self.tokenizer, eos_ids=self.eos_token_ids, max_new_tokens=max_new, stats=stats,
+                            constraint=constraint)
 
     def _stream_for(self, role: str, view: str) -> KVStream:
         key = (role, view)

@@ -12,6 +12,7 @@ import torch
 
 from . import fusion
 from .config import GenerationConfig
+from .constraints import TokenConstraint
 from .stats import ACCEPTED, BONUS, CORRECTION, VERIFIER, GenerationStats
 from .streams import KVStream
 
@@ -19,7 +20,7 @@ from .streams import KVStream
 class DecodingLoop:
     def __init__(self, *, config: GenerationConfig, prompts: dict[str, list[int]], verify: KVStream,
                  draft: KVStream | None, contrast: KVStream | None, tokenizer, eos_ids: set[int],
-                 max_new_tokens: int, stats: GenerationStats):
+                 max_new_tokens: int, stats: GenerationStats, constraint: TokenConstraint | None = None):
         self.config = config
         self.prompts = prompts  # view -> prompt ids
         self.verify, self.draft, self.contrast = verify, draft, contrast
@@ -27,6 +28,7 @@ class DecodingLoop:
         self.eos_ids = eos_ids
         self.max_new_tokens = max_new_tokens
         self.stats = stats
+        self.constraint = constraint  # grammar state: masks drafts and targets alike, rolled back on rejection
         self.generated: list[int] = []
         self.finish_reason: str | None = None
         self.policy = config.decisions
@@ -49,26 +51,30 @@ class DecodingLoop:
 
     def _verifier_step(self) -> list[tuple[int, int, str, bool]]:
         """No drafter: the verifier decodes one token at slot 0."""
-        row = self.verify.forward(self._unread(self.verify))[-1]
+        row = self._masked(self.verify.forward(self._unread(self.verify))[-1], self._allowed())
         decision = self._decision_before([]) or self._entropy_decision(row)
-        return [(self._choose(row), 0, VERIFIER, decision)]
+        return [(self._advance(self._choose(row)), 0, VERIFIER, decision)]
 
     def _speculative_block(self) -> list[tuple[int, int, str, bool]]:
         cfg = self.config
         k_target = min(self.k, self.max_new_tokens - len(self.generated) - 1)
-        drafts, a_rows, q_rows, decision_now, decision_next = self._draft_tokens(k_target)
+        drafts, a_rows, q_rows, masks, decision_now, decision_next = self._draft_tokens(k_target)
         k = len(drafts)
         t_rows = self.verify.forward(self._unread(self.verify) + drafts)[-k - 1:]  # [k+1, vocab]
         b_rows = self.contrast.forward(self._unread(self.contrast) + drafts)[-k - 1:] if self.contrast else None
 
         n, cut = k, None
         if k:
-            fused, q, n, cut = self._accept(drafts, a_rows[:k], b_rows, t_rows, q_rows)
-        committed = [(x, slot, ACCEPTED, False) for slot, x in enumerate(drafts[: cut if cut is not None else n])]
+            fused, q, n, cut = self._accept(drafts, a_rows[:k], b_rows, t_rows, q_rows, masks)
+        kept = cut if cut is not None else n
+        committed = [(x, slot, ACCEPTED, False) for slot, x in enumerate(drafts[:kept])]
+        if self.constraint is not None and kept < k:
+            self.constraint.rollback(k - kept)
         if cut is not None:
             self._forced_decision = True
         elif n < k:
-            committed.append((self._correction(fused[n], q[n] if q is not None else None), n, CORRECTION, False))
+            correction = self._correction(fused[n], q[n] if q is not None else None)
+            committed.append((self._advance(correction), n, CORRECTION, False))
         elif not decision_next and not (drafts and drafts[-1] in self.eos_ids):
             if b_rows is None:
                 row = t_rows[k]  # no fusion: the drafter reads x_k with the next block instead
@@ -76,10 +82,11 @@ class DecodingLoop:
                 if len(a_rows) <= k:  # a_{k+1}: one more drafter step, only now that it is needed
                     a_rows.append(self.draft.forward([drafts[-1]])[0])
                 row = self._target(t_rows[k], a_rows[k], b_rows[k])
+            row = self._masked(row, self._allowed())
             if k and self._entropy_decision(row):
                 self._forced_decision = True
             else:
-                committed.append((self._choose(row), k, BONUS if k else VERIFIER, decision_now))
+                committed.append((self._advance(self._choose(row)), k, BONUS if k else VERIFIER, decision_now))
         if k:
             self.stats.blocks += 1
             self.stats.drafted += k
@@ -97,12 +104,14 @@ class DecodingLoop:
         self._forced_decision = False
         drafts: list[int] = []
         q_rows: list[torch.Tensor] = []
+        masks: list[torch.Tensor | None] = []  # the grammar's allowed tokens at each draft position
         decision_next = False
         while not decision_now and len(drafts) < k_target:
-            row = a_rows[-1]
+            masks.append(self._allowed())
+            row = self._masked(a_rows[-1], masks[-1])
             q = None if self.config.greedy else torch.softmax(self._process(row), dim=-1)
             x = int(row.argmax()) if q is None else int(torch.multinomial(q, 1, generator=self._rng))
-            drafts.append(x)
+            drafts.append(self._advance(x))
             if q is not None:
                 q_rows.append(q)
             decision_next = self._decision_before(drafts)
@@ -112,9 +121,9 @@ class DecodingLoop:
             if self._entropy_decision(a_rows[-1]):
                 decision_next = True
                 break
-        return drafts, a_rows, q_rows, decision_now, decision_next
+        return drafts, a_rows, q_rows, masks, decision_now, decision_next
 
-    def _accept(self, drafts, a_rows, b_rows, t_rows, q_rows):
+    def _accept(self, drafts, a_rows, b_rows, t_rows, q_rows, masks):
         """Fuse, gate and accept the k draft positions. Returns (fused rows, q rows, accepted count, entropy cut)."""
         cfg = self.config
         k = len(drafts)
@@ -128,6 +137,8 @@ class DecodingLoop:
             self._record_fusion(delta.gather(-1, draft_ids[:, None]).abs(), divergence)
         else:
             fused = t_rows[:k]
+        if self.constraint is not None:
+            fused = fused.masked_fill(~torch.stack(masks), float("-inf"))
         gamma_eff = fusion.gated_gamma(cfg.gamma, divergence if cfg.cda else None)
         q = None
         if cfg.greedy:
@@ -161,6 +172,19 @@ class DecodingLoop:
         delta = fusion.delta(a_row, b_row)
         self._record_fusion(None, fusion.jsd(a_row[None], b_row[None]))
         return fusion.fuse(t_row, delta, self.config.beta)
+
+    def _allowed(self) -> torch.Tensor | None:
+        return None if self.constraint is None else self.constraint.allowed()[: self.verify.vocab_size]
+
+    @staticmethod
+    def _masked(row: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        return row if allowed is None else row.masked_fill(~allowed, float("-inf"))
+
+    def _advance(self, token: int) -> int:
+        """Move the grammar state over a drafted or committed token; returns the token."""
+        if self.constraint is not None:
+            self.constraint.accept(token)
+        return token
 
     def _correction(self, fused_row: torch.Tensor, q_row: torch.Tensor | None) -> int:
         if q_row is None:
