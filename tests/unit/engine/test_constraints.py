@@ -3,11 +3,10 @@
 import json
 
 import pytest
+import xgrammar as xgr
 
 from asymspec_agents import GenerationConfig
 from asymspec_agents.engine.constraints import GrammarConstraint
-
-xgr = pytest.importorskip("xgrammar")
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                            "days": {"type": "integer", "minimum": 1, "maximum": 30}},
