@@ -1,0 +1,252 @@
+"""DualContext: one conversation in, two token sequences out (full view for the drafter, compressed view for the verifier).
+
+Layout of both views (chat template of the tokenizer, tool format of `tool_format`):
+  system turn   system prompt, then the tools block (full JSON schemas | signatures); a system turn holding only
+                the tools block is added first when the conversation has tools but no leading system message
+  user turn     images, then retrieved passages in <documents>, then the text
+  assistant     text, then one <tool_call> block per call (calls are never compressed: they must stay exact)
+  tool turn     <tool_response name="..."> result </tool_response>
+  and, at the end, the generation prompt that opens the assistant's reply.
+
+Append-stability: each turn is tokenized on its own and each item's compressed form depends only on the item and
+what came before it, so appending messages appends tokens to both views (see `policy` for the two opt-in
+exceptions). Query-aware compressors (BM25, embeddings) follow one rule:
+
+  An item is compressed with the query current at the step it first arrived. That query is the `query=` passed
+  to `render` at that step if any, else one built from the conversation up to the item: for a tool result the
+  latest user message plus the call it answers (name and arguments); for a passage its own user message. The
+  explicit query an item first arrived with is remembered by content hash, so later steps that pass another
+  query (or none) compress it the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .cache import LRUCache, content_key
+from .chat_format import chat_format
+from .compressors import drafter_surprisal
+from .messages import AssistantMessage, ImageItem, SystemMessage, ToolResult, UserMessage, validate_conversation
+from .policy import CompressionPolicy
+from .report import CompressionReport, ReportItem
+from .tokens import Cl100kCounter, TokenCounter
+from .tool_format import TOOL_RESULT_CLOSE, format_tool_call, tool_result_open, tools_block
+from .tools import ToolSpec, signature, validate_tools
+
+
+@dataclass
+class DualViews:
+    full_ids: list[int]
+    comp_ids: list[int]
+    full_text: str
+    comp_text: str
+    report: CompressionReport
+    images: list[ImageItem] = field(default_factory=list)  # images the full view refers to, in order
+    append_stable: bool = True  # False only for chat templates that re-render earlier turns (see chat_format)
+
+
+class DualContext:
+    """Renders conversations into the two views; keeps the compression cache across calls.
+
+    `drafter`: a causal LM sharing the verifier's tokenizer, needed only by the "surprisal" compressor.
+    `captioner(image) -> str`: captions images that come without one. `embedder`: for the "embedding" compressor.
+    Thread-safe: one instance may serve concurrent requests.
+    """
+
+    def __init__(self, tokenizer, policy: CompressionPolicy | None = None, drafter=None, *,
+                 captioner: Callable[[ImageItem], str] | None = None, embedder=None, cache_size: int = 4096):
+        self.policy = policy or CompressionPolicy()
+        self.tokens = TokenCounter(tokenizer)
+        self.cl100k = Cl100kCounter()
+        self.format = chat_format(tokenizer)
+        scorer = drafter_surprisal(drafter) if drafter is not None else None
+        self.compressors = self.policy.build_compressors(surprisal_scorer=scorer, embedder=embedder)
+        self.captioner = captioner
+        self.cache = LRUCache(cache_size)  # compressions, tools blocks and captions, by content hash
+        self._arrivals = LRUCache(cache_size)  # item -> the explicit query current when it first arrived
+
+    def render(self, messages, tools=None, query: str | None = None, *, add_generation_prompt: bool = True) -> DualViews:
+        """Both views of `messages` (message objects or role dicts) with `tools` (ToolSpecs or dicts).
+
+        `query`: what query-aware compressors select for, for items arriving at this step (see module doc).
+        Raises `InvalidMessageError` / `InvalidToolSchemaError` on malformed input.
+        """
+        messages = validate_conversation(messages)
+        specs = validate_tools(tools)
+        turns = self._plan(messages, specs, query)
+        full_turns = [(role, "".join(_full(part) for part in parts)) for role, parts in turns]
+        full_segments = self.format.segments(full_turns)
+        prompt = self.format.generation_prompt(full_turns) if add_generation_prompt else ""
+        full_ids = self._ids(full_segments, prompt)
+
+        fits = self.policy.total_budget is not None and len(full_ids) <= self.policy.total_budget
+        report = CompressionReport(fits_total_budget=fits, cl100k_note=self.cl100k.note)
+        comp_turns = []
+        for role, parts in turns:
+            comp_turns.append((role, "".join(self._comp(part, report, fits) for part in parts)))
+        comp_segments = full_segments if fits else self.format.segments(comp_turns)
+        comp_ids = full_ids if fits else self._ids(comp_segments, prompt)
+
+        report.full_tokens, report.comp_tokens = len(full_ids), len(comp_ids)
+        report.full_cl100k = self._cl100k(full_segments, prompt)
+        report.comp_cl100k = self._cl100k(comp_segments, prompt)
+        images = [part.image for _, parts in turns for part in parts if isinstance(part, _Item) and part.image]
+        return DualViews(full_ids, comp_ids, "".join(full_segments) + prompt, "".join(comp_segments) + prompt,
+                         report, images, self.format.append_stable)
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Walk: messages -> turns of literal text and compressible items
+
+    def _plan(self, messages, specs: list[ToolSpec], query: str | None) -> list[tuple[str, list]]:
+        window = self.policy.keep_last_turns
+        total_turns = sum(isinstance(m, UserMessage) for m in messages)
+        tools_item = _Item("tools", self._tools_full(specs), None, specs=specs) if specs else None
+        turns: list[tuple[str, list]] = []
+        if tools_item and not isinstance(messages[0], SystemMessage):
+            turns.append(("system", [tools_item]))
+        calls, last_user, turn_no = {}, "", 0
+        for index, message in enumerate(messages):
+            turn_no += isinstance(message, UserMessage)
+            old = window is not None and turn_no <= total_turns - window
+            verbatim = window is not None and not old  # inside the window of recent turns
+
+            def item(kind, text, derived_query=None):
+                return _Item(kind, text, index, self._query(kind, text, query, derived_query), old, verbatim)
+
+            if isinstance(message, SystemMessage):
+                parts = [message.content]
+                if index == 0 and tools_item:
+                    parts = ([message.content, "\n\n"] if message.content else []) + [tools_item]
+                turns.append(("system", parts))
+            elif isinstance(message, UserMessage):
+                passage_query = message.content.strip() or last_user
+                parts = [self._image_item(image, index) for image in message.images]
+                if message.passages:
+                    parts.append("<documents>\n")
+                    for number, passage in enumerate(message.passages, 1):
+                        parts += [_document_open(passage, number), item("passage", passage.text, passage_query), "\n</document>\n"]
+                    parts.append("</documents>\n\n")
+                parts.append(item("user", message.content, last_user))
+                last_user = message.content
+                turns.append(("user", parts))
+            elif isinstance(message, AssistantMessage):
+                parts = [item("assistant", message.content, last_user)] if message.content else []
+                for call in message.tool_calls:
+                    calls[call.id] = call
+                    parts += ["\n" if parts else "", format_tool_call(call.name, call.arguments)]
+                turns.append(("assistant", parts))
+            elif isinstance(message, ToolResult):
+                call = calls[message.tool_call_id]
+                pending = f"{last_user}\n{call.name} {json.dumps(call.arguments, ensure_ascii=False)}"
+                parts = [tool_result_open(message.name or call.name, message.is_error), item("tool_result", message.content, pending), TOOL_RESULT_CLOSE]
+                turns.append((self.format.tool_role, parts))
+        return turns
+
+    def _query(self, kind: str, text: str, explicit: str | None, derived: str | None) -> str | None:
+        compressor = self.compressors.get(kind)
+        if compressor is None or not compressor.uses_query:
+            return None
+        arrived_with = self._arrivals.setdefault(content_key("arrival", kind, text), explicit)
+        return arrived_with if arrived_with is not None else derived
+
+    def _image_item(self, image: ImageItem, index: int) -> _Item:
+        source = _image_source(image)
+        caption = image.caption
+        if caption is None and self.captioner is not None:
+            caption, _ = self.cache.get_or_compute(content_key("caption", _image_digest(image)), lambda: self.captioner(image))
+        full = f'<image src="{source}">{caption}</image>\n' if caption else f'<image src="{source}"/>\n'
+        comp = f"[image: {caption}]\n" if caption else "[image]\n"
+        return _Item("image", full, index, comp_text=comp, image=image)
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Compression of one item, through the cache
+
+    def _comp(self, part, report: CompressionReport, fits: bool) -> str:
+        if isinstance(part, str):
+            return part
+        if fits:
+            text, name, budget, cached = part.text, "none", None, False
+        elif part.kind == "tools":
+            budget = self.policy.budget("tools")
+            text, cached = self.cache.get_or_compute(content_key("tools", part.text, budget), lambda: self._tools_comp(part.specs, budget))
+            name = "signatures"
+        elif part.kind == "image":
+            text, name, budget, cached = part.comp_text, "caption", None, False
+        else:
+            text, name, budget, cached = self._compress_text(part)
+        report.items.append(ReportItem(
+            part.message_index, part.kind, name, budget, self.tokens.count(part.text), self.tokens.count(text),
+            self.cl100k.count(part.text), self.cl100k.count(text), cached,
+        ))
+        return text
+
+    def _compress_text(self, part: _Item) -> tuple[str, str, int | None, bool]:
+        budget = self.policy.budget(part.kind, old_turn=part.old)
+        if part.verbatim or budget is None:
+            return part.text, "none", budget, False
+        compressor = self.compressors[part.kind]
+        key = content_key(part.kind, compressor.name, compressor.settings(), budget, part.query, part.text)
+        text, cached = self.cache.get_or_compute(key, lambda: compressor(part.text, budget, self.tokens, part.query))
+        return text, compressor.name if text != part.text else "none", budget, cached
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Tools block and tokens
+
+    def _tools_full(self, specs: list[ToolSpec]) -> str:
+        return tools_block([json.dumps(spec.to_dict(), ensure_ascii=False) for spec in specs])
+
+    def _tools_comp(self, specs: list[ToolSpec], budget: int | None) -> str:
+        block = tools_block([signature(spec) for spec in specs])
+        if budget is not None and self.tokens.count(block) > budget:
+            block = tools_block([signature(spec, description=False) for spec in specs])  # names and types must stay
+        return block
+
+    def _ids(self, segments: list[str], prompt: str) -> list[int]:
+        ids: list[int] = []
+        for segment in segments:
+            ids += self.tokens.encode(segment)
+        if prompt:
+            ids += self.tokens.encode(prompt)
+        return ids
+
+    def _cl100k(self, segments: list[str], prompt: str) -> int | None:
+        if not self.cl100k.available:
+            return None
+        return sum(self.cl100k.count(segment) for segment in segments) + (self.cl100k.count(prompt) if prompt else 0)
+
+
+@dataclass
+class _Item:
+    kind: str
+    text: str  # the full view's text
+    message_index: int | None
+    query: str | None = None
+    old: bool = False  # in a turn older than the policy's keep_last_turns window
+    verbatim: bool = False  # in the window: kept as is
+    comp_text: str | None = None  # images: the caption text, fixed
+    image: ImageItem | None = None
+    specs: list[ToolSpec] | None = None  # the tools block: its specs
+
+
+def _full(part) -> str:
+    return part if isinstance(part, str) else part.text
+
+
+def _document_open(passage, number: int) -> str:
+    source = f' source="{passage.source}"' if passage.source else ""
+    return f'<document id="{passage.id if passage.id is not None else number}"{source}>\n'
+
+
+def _image_source(image: ImageItem) -> str:
+    if isinstance(image.data_or_path, (bytes, bytearray)):
+        return f"bytes:{_image_digest(image)[:12]}"
+    return Path(str(image.data_or_path)).name
+
+
+def _image_digest(image: ImageItem) -> str:
+    data = image.data_or_path
+    return hashlib.blake2b(bytes(data) if isinstance(data, (bytes, bytearray)) else str(data).encode(), digest_size=16).hexdigest()
