@@ -14,7 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asymspec", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     _add_generate(commands.add_parser("generate", help="decode one reply and print it with its speculation stats"))
-    bench = commands.add_parser("bench", help=f"run a benchmark ({', '.join(BENCHMARKS)}); `asymspec bench NAME -h`")
+    # add_help=False: `asymspec bench NAME -h` reaches the benchmark's own parser
+    bench = commands.add_parser("bench", add_help=False,
+                                help=f"run a benchmark ({', '.join(BENCHMARKS)}); `asymspec bench NAME -h`")
     bench.add_argument("name", choices=BENCHMARKS)
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
