@@ -66,6 +66,17 @@ class AsymSpecEngine:
             drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device)
         return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer)
 
+    @classmethod
+    def shared(cls, verifier: str = "bundled", drafter: str | None = None, *,
+               dtype: torch.dtype = torch.float32, device: str = "cpu") -> "AsymSpecEngine":
+        """One engine per (verifier, drafter, dtype, device) in this process: chat models built with the same
+        names share its models and caches instead of loading them again."""
+        key = (str(verifier), None if drafter is None else str(drafter), dtype, device)
+        with _shared_lock:
+            if key not in _shared:
+                _shared[key] = cls.from_pretrained(verifier, drafter, dtype=dtype, device=device)
+            return _shared[key]
+
     def generate(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
                  config: GenerationConfig | None = None, *, constraint: TokenConstraint | None = None,
                  **overrides) -> GenerationResult:
@@ -177,6 +188,10 @@ class AsymSpecEngine:
                 "encode the prompt with the verifier's tokenizer."
             )
         return ids
+
+
+_shared: dict[tuple, AsymSpecEngine] = {}
+_shared_lock = threading.Lock()
 
 
 def _eos_ids(tokenizer, model) -> set[int]:

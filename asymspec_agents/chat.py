@@ -1,0 +1,232 @@
+"""AsymSpecChat: messages and tools in, a reply with text and tool calls out. Framework-neutral.
+
+It joins the three core parts every integration needs, so LangChain and LlamaIndex stay thin translators:
+the dual-view memory renders the conversation, the engine decodes (tool calls and structured output are
+grammar-constrained), and the output parser splits text from tool calls. Streaming hides tool-call markup
+from the text and hands each call over as soon as its closing tag is committed.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from .context import DualContext, DualViews, ToolSpec
+from .context.tool_format import (TOOL_CALL_CLOSE, TOOL_CALL_OPEN, InvalidToolCall, ParsedToolCall,
+                                  parse_tool_calls)
+from .engine import AsymSpecEngine, GenerationConfig, GenerationStats
+from .errors import InvalidInputError
+
+
+@dataclass
+class Usage:
+    input_tokens: int  # the verifier's input: the compressed view
+    output_tokens: int
+    full_input_tokens: int  # the drafter's input: the full view
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class ChatReply:
+    text: str  # visible text: tool-call blocks removed
+    tool_calls: list[ParsedToolCall]
+    invalid_tool_calls: list[InvalidToolCall]
+    finish_reason: str  # "stop", "length" or "tool_calls"
+    usage: Usage
+    stats: GenerationStats
+    raw_text: str  # everything the model wrote
+    views: DualViews | None = None
+
+
+@dataclass
+class ChatDelta:
+    """One step of a streamed reply: new visible text, or one completed tool call; the last carries the reply."""
+
+    text: str = ""
+    tool_call: ParsedToolCall | InvalidToolCall | None = None
+    reply: ChatReply | None = None
+
+
+@dataclass
+class ChatRequest:
+    messages: Sequence
+    tools: Sequence | None = None
+    tool_choice: str | None = None  # None/"auto", "any"/"required", "none", or a tool name
+    parallel_tool_calls: bool = True
+    response_schema: dict | None = None  # JSON schema: the reply is one JSON value of it
+    config: GenerationConfig | None = None
+    query: str | None = None
+    overrides: dict = field(default_factory=dict)
+
+
+class AsymSpecChat:
+    """One engine and one dual-view memory (whose compression cache persists across calls)."""
+
+    def __init__(self, engine: AsymSpecEngine, *, policy=None, config: GenerationConfig | None = None, context=None):
+        self.engine = engine
+        self.config = config or GenerationConfig()
+        self.context = context or DualContext(engine.tokenizer, policy, drafter=engine.drafter)
+        self._grammars = None
+        self._grammar_lock = threading.Lock()
+
+    def reply(self, messages, **request) -> ChatReply:
+        for delta in self.stream(messages, **request):
+            if delta.reply is not None:
+                return delta.reply
+        raise RuntimeError("stream ended without a reply")  # not reachable: the stream always ends with one
+
+    def stream(self, messages, *, tools=None, tool_choice: str | None = None, parallel_tool_calls: bool = True,
+               response_schema: dict | None = None, config: GenerationConfig | None = None, query: str | None = None,
+               **overrides) -> Iterator[ChatDelta]:
+        request = ChatRequest(messages, tools, tool_choice, parallel_tool_calls, response_schema, config, query, overrides)
+        specs = _specs(tools) if tools else []
+        render_tools = specs if tool_choice != "none" else []
+        views = self.context.render(messages, tools=render_tools or None, query=query)
+        constraint = self._constraint(request, specs)
+        config = replace(config or self.config, **overrides) if overrides else (config or self.config)
+        splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)
+        raw = []
+        for chunk in self.engine.stream(views.full_ids, views.comp_ids, config, constraint=constraint):
+            raw.append(chunk.text)
+            for delta in splitter.push(chunk.text):
+                yield delta
+            if chunk.stats is not None:
+                for delta in splitter.finish():
+                    yield delta
+                yield ChatDelta(reply=self._reply("".join(raw), chunk, views, splitter))
+
+    def count_tokens(self, messages, tools=None) -> int:
+        """Tokens the verifier reads for this conversation (the compressed view)."""
+        return len(self.context.render(messages, tools=_specs(tools) if tools else None).comp_ids)
+
+    @property
+    def grammars(self):
+        from .grammar import GrammarBuilder
+
+        with self._grammar_lock:
+            if self._grammars is None:
+                self._grammars = GrammarBuilder(self.engine.tokenizer, max_rollback_tokens=4 * self.config.k_max + 8)
+            return self._grammars
+
+    def _constraint(self, request: ChatRequest, specs: list[ToolSpec]):
+        if request.response_schema is not None:
+            return self.grammars.json_schema(request.response_schema)
+        if not specs:
+            if request.tool_choice not in (None, "auto", "none"):
+                raise InvalidInputError(f"tool_choice={request.tool_choice!r} needs bound tools; bind some first.")
+            return None
+        return self.grammars.tool_calls([{"name": s.name, "parameters": s.parameters} for s in specs],
+                                        request.tool_choice, request.parallel_tool_calls)
+
+    @staticmethod
+    def _reply(raw_text: str, last_chunk, views: DualViews, splitter: "ToolCallSplitter") -> ChatReply:
+        """The reply holds exactly what the stream handed out: same text, same calls, same ids."""
+        stats = last_chunk.stats
+        usage = Usage(len(views.comp_ids), stats.new_tokens, len(views.full_ids))
+        finish = "tool_calls" if splitter.calls else last_chunk.finish_reason
+        return ChatReply(splitter.text, splitter.calls, splitter.invalid, finish, usage, stats, raw_text, views)
+
+
+class ToolCallSplitter:
+    """Separates streamed text from `<tool_call>…</tool_call>` blocks.
+
+    Text is released as soon as it cannot be the start of an opening tag; a call is parsed and released when its
+    closing tag arrives (or, left open, when the stream ends)."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._buffer = ""
+        self._in_call = False
+        self._after_call = False  # newlines that separate calls are markup, not text
+        self._text: list[str] = []
+        self.calls: list[ParsedToolCall] = []
+        self.invalid: list[InvalidToolCall] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
+
+    def push(self, text: str) -> list[ChatDelta]:
+        deltas = self._split(text) if self.enabled else ([ChatDelta(text=text)] if text else [])
+        return self._record(deltas)
+
+    def finish(self) -> list[ChatDelta]:
+        return self._record(self._rest())
+
+    def _record(self, deltas: list[ChatDelta]) -> list[ChatDelta]:
+        for delta in deltas:
+            self._text.append(delta.text)
+            if isinstance(delta.tool_call, ParsedToolCall):
+                self.calls.append(delta.tool_call)
+            elif delta.tool_call is not None:
+                self.invalid.append(delta.tool_call)
+        return deltas
+
+    def _split(self, text: str) -> list[ChatDelta]:
+        self._buffer += text
+        deltas = []
+        while True:
+            if self._after_call:
+                self._buffer = self._buffer.lstrip("\n")
+                self._after_call = not self._buffer
+            if self._in_call:
+                end = self._buffer.find(TOOL_CALL_CLOSE)
+                if end < 0:
+                    return deltas
+                block, self._buffer = self._buffer[: end + len(TOOL_CALL_CLOSE)], self._buffer[end + len(TOOL_CALL_CLOSE):]
+                deltas.extend(self._calls(TOOL_CALL_OPEN + block))
+                self._in_call = False
+                self._after_call = True
+                continue
+            start = self._buffer.find(TOOL_CALL_OPEN)
+            if start >= 0:
+                if start:
+                    deltas.append(ChatDelta(text=self._buffer[:start]))
+                self._buffer = self._buffer[start + len(TOOL_CALL_OPEN):]
+                self._in_call = True
+                continue
+            keep = _partial_suffix(self._buffer, TOOL_CALL_OPEN)
+            release = self._buffer[: len(self._buffer) - keep]
+            self._buffer = self._buffer[len(self._buffer) - keep:]
+            if release:
+                deltas.append(ChatDelta(text=release))
+            return deltas
+
+    def _rest(self) -> list[ChatDelta]:
+        if not self.enabled or not self._buffer:
+            return []
+        rest, self._buffer = self._buffer, ""
+        if self._in_call:
+            self._in_call = False
+            return self._calls(TOOL_CALL_OPEN + rest)
+        return [ChatDelta(text=rest)]
+
+    @staticmethod
+    def _calls(block: str) -> list[ChatDelta]:
+        parsed = parse_tool_calls(block)
+        return [ChatDelta(tool_call=_with_id(c)) for c in parsed.tool_calls] + \
+               [ChatDelta(tool_call=c) for c in parsed.invalid_tool_calls]
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0
+
+
+def _with_id(call: ParsedToolCall) -> ParsedToolCall:
+    if call.id is None:
+        call.id = "call_" + uuid.uuid4().hex[:24]
+    return call
+
+
+def _specs(tools) -> list[ToolSpec]:
+    from .context.tools import validate_tools
+
+    return validate_tools(tools)

@@ -1,0 +1,91 @@
+"""AsymSpecChat: rendering, constrained tool calls, parsing and streaming, on a tiny random pair."""
+
+import json
+
+import pytest
+
+from asymspec_agents import AsymSpecEngine, GenerationConfig, InvalidInputError
+from asymspec_agents.chat import AsymSpecChat, ToolCallSplitter
+from asymspec_agents.context import ToolResult, ToolSpec, UserMessage, AssistantMessage, ToolCall
+from asymspec_agents.models import tiny_random_pair
+
+WEATHER = ToolSpec("get_weather", "Current weather of a city.",
+                   {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}}, "required": ["city"]})
+CLOCK = ToolSpec("get_time", "The current time.", {"type": "object", "properties": {}})
+
+
+@pytest.fixture(scope="module")
+def chat():
+    pair = tiny_random_pair(seed=0)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    return AsymSpecChat(engine, config=GenerationConfig(max_new_tokens=80))
+
+
+MESSAGES = [UserMessage("What is the weather in Paris?")]
+
+
+def test_required_tool_choice_yields_parsed_calls_with_ids(chat):
+    reply = chat.reply(MESSAGES, tools=[WEATHER, CLOCK], tool_choice="required", parallel_tool_calls=False)
+    assert reply.finish_reason == "tool_calls"
+    assert len(reply.tool_calls) == 1 and reply.tool_calls[0].name in {"get_weather", "get_time"}
+    assert reply.tool_calls[0].id.startswith("call_") and reply.text == "" and not reply.invalid_tool_calls
+    if reply.tool_calls[0].name == "get_weather":
+        assert isinstance(reply.tool_calls[0].arguments["city"], str)
+
+
+def test_a_named_tool_choice_calls_that_tool(chat):
+    reply = chat.reply(MESSAGES, tools=[WEATHER, CLOCK], tool_choice="get_time", parallel_tool_calls=False)
+    assert [c.name for c in reply.tool_calls] == ["get_time"] and reply.tool_calls[0].arguments == {}
+
+
+def test_streamed_deltas_add_up_to_the_reply(chat):
+    deltas = list(chat.stream(MESSAGES, tools=[WEATHER], tool_choice="required"))
+    reply = deltas[-1].reply
+    assert "".join(d.text for d in deltas) == reply.text
+    streamed = [d.tool_call for d in deltas if d.tool_call is not None]
+    assert streamed == reply.tool_calls + reply.invalid_tool_calls and streamed
+
+
+def test_response_schema_gives_json_of_that_schema(chat):
+    schema = {"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 99}},
+              "required": ["answer"], "additionalProperties": False}
+    reply = chat.reply(MESSAGES, response_schema=schema)
+    assert isinstance(json.loads(reply.text, strict=False)["answer"], int)
+
+
+def test_usage_counts_the_compressed_view_as_input(chat):
+    long_result = "Sunny and warm. " * 200
+    history = MESSAGES + [AssistantMessage("", tool_calls=[ToolCall("c1", "get_weather", {"city": "Paris"})]),
+                          ToolResult("c1", "get_weather", long_result)]
+    reply = chat.reply(history, tools=[WEATHER], max_new_tokens=5)
+    assert reply.usage.full_input_tokens > reply.usage.input_tokens  # the tool output was compressed
+    assert reply.usage.output_tokens == reply.stats.new_tokens
+    assert reply.usage.input_tokens == reply.stats.prompt_tokens_comp == chat.count_tokens(history, [WEATHER])
+
+
+def test_tool_choice_none_renders_no_tools_and_parses_no_calls(chat):
+    reply = chat.reply(MESSAGES, tools=[WEATHER], tool_choice="none", max_new_tokens=10)
+    assert reply.tool_calls == [] and "get_weather" not in reply.views.comp_text
+
+
+def test_forcing_a_tool_without_tools_is_an_input_error(chat):
+    with pytest.raises(InvalidInputError, match="needs bound tools"):
+        chat.reply(MESSAGES, tool_choice="required")
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 1000])
+def test_splitter_hides_markup_and_releases_each_call_once(chunk_size):
+    text = ('Checking.\n<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>')
+    splitter = ToolCallSplitter()
+    deltas = [d for i in range(0, len(text), chunk_size) for d in splitter.push(text[i:i + chunk_size])]
+    deltas += splitter.finish()
+    assert splitter.text == "Checking.\n"
+    assert [d.tool_call.name for d in deltas if d.tool_call] == ["a", "b"]
+
+
+def test_splitter_turns_a_cut_off_call_into_an_invalid_call_and_keeps_lone_brackets_as_text():
+    splitter = ToolCallSplitter()
+    splitter.push('x < y <tool_call>\n{"name": "a", "argu')
+    splitter.finish()
+    assert splitter.text == "x < y " and splitter.invalid[0].name == "a" and not splitter.calls
