@@ -13,6 +13,7 @@ from ..errors import ConfigError, ContextTooLongError, InvalidInputError
 from ..models import check_shared_vocabulary, load_model
 from .config import MODES, GenerationConfig
 from .constraints import TokenConstraint
+from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
 from .stats import GenerationStats
 from .streams import KVStream
@@ -43,7 +44,8 @@ class AsymSpecEngine:
     One call runs at a time per engine (calls are serialized by a lock); the caches follow the latest call.
     """
 
-    def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None):
+    def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32"):
+        """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py)."""
         if tokenizer is None:
             raise ConfigError("AsymSpecEngine needs the verifier's tokenizer: AsymSpecEngine(verifier, drafter, tokenizer).")
         self.verifier, self.drafter, self.tokenizer = verifier, drafter, tokenizer
@@ -53,28 +55,31 @@ class AsymSpecEngine:
         self.eos_token_ids = _eos_ids(tokenizer, verifier)
         models = [m for m in (verifier, drafter) if m is not None]
         self.context_window = min(_window(m) for m in models)
+        if kv_cache not in PRECISIONS:
+            raise ConfigError(f"kv_cache must be one of {', '.join(PRECISIONS)}, got {kv_cache!r}.")
+        self.kv_cache = kv_cache
         self._streams: dict[tuple[str, str], KVStream] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def from_pretrained(cls, verifier: str = "bundled", drafter: str | None = None, *,
-                        dtype: torch.dtype = torch.float32, device: str = "cpu") -> "AsymSpecEngine":
+                        dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32") -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files or "bundled". `drafter=None` allows only `full`/`compressed`."""
         verifier_model, tokenizer = load_model(verifier, dtype=dtype, device=device)
         drafter_model = drafter_tokenizer = None
         if drafter is not None:
             drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device)
-        return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer)
+        return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer, kv_cache=kv_cache)
 
     @classmethod
     def shared(cls, verifier: str = "bundled", drafter: str | None = None, *,
-               dtype: torch.dtype = torch.float32, device: str = "cpu") -> "AsymSpecEngine":
+               dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32") -> "AsymSpecEngine":
         """One engine per (verifier, drafter, dtype, device) in this process: chat models built with the same
         names share its models and caches instead of loading them again."""
-        key = (str(verifier), None if drafter is None else str(drafter), dtype, device)
+        key = (str(verifier), None if drafter is None else str(drafter), dtype, device, kv_cache)
         with _shared_lock:
             if key not in _shared:
-                _shared[key] = cls.from_pretrained(verifier, drafter, dtype=dtype, device=device)
+                _shared[key] = cls.from_pretrained(verifier, drafter, dtype=dtype, device=device, kv_cache=kv_cache)
             return _shared[key]
 
     def generate(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
@@ -154,7 +159,7 @@ class AsymSpecEngine:
         key = (role, view)
         if key not in self._streams:
             model = self.verifier if role == "verifier" else self.drafter
-            self._streams[key] = KVStream(model, role, view, self.vocab_size)
+            self._streams[key] = KVStream(model, role, view, self.vocab_size, self.kv_cache)
         stream = self._streams[key]
         stream.stats = type(stream.stats)(role, view)
         return stream

@@ -11,14 +11,16 @@ import time
 
 import torch
 
+from .kv_cache import make_cache
 from .stats import StreamStats
 
 PREFILL_CHUNK = 1024  # bounds attention memory on long prompts
 
 
 class KVStream:
-    def __init__(self, model, role: str, view: str, vocab_size: int):
+    def __init__(self, model, role: str, view: str, vocab_size: int, kv_cache: str = "float32"):
         self.model = model
+        self.kv_cache = kv_cache
         self.role, self.view = role, view
         self.vocab_size = vocab_size
         self.ids: list[int] = []
@@ -62,9 +64,7 @@ class KVStream:
 
     def _forward(self, tokens: list[int], keep_logits: int, prefill: bool) -> torch.Tensor:
         if self.cache is None:
-            from transformers import DynamicCache
-
-            self.cache = DynamicCache(config=self.model.config)
+            self.cache = make_cache(self.model.config, self.kv_cache)
         start = time.perf_counter()
         context = len(self.ids)
         try:

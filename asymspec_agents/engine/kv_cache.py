@@ -1,0 +1,69 @@
+"""KV caches at a chosen storage precision: float32 (transformers' DynamicCache), bfloat16, or int8.
+
+Low-precision layers store what they are given in bfloat16, or int8 with one absmax scale per token and head,
+and hand the attention back float32 (dequantized) keys and values. Tokens of the current forward are stored
+before they are read, as in serving stacks whose attention reads the paged cache: later slots of a block
+attend to quantized entries of earlier ones. Used by the precision probe and by engines built with
+`kv_cache="int8"`.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+PRECISIONS = ("float32", "bfloat16", "int8")
+
+
+def make_cache(config, precision: str = "float32") -> DynamicCache:
+    if precision not in PRECISIONS:
+        raise ValueError(f"Unknown KV cache precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
+    cache = DynamicCache(config=config)
+    if precision != "float32":
+        if any(type(layer) is not DynamicLayer for layer in cache.layers):
+            raise ValueError(f"A {precision} KV cache supports full-attention layers only (no sliding windows).")
+        cache.layers = [LowPrecisionLayer(precision) for _ in cache.layers]
+    return cache
+
+
+class LowPrecisionLayer(DynamicLayer):
+    def __init__(self, precision: str):
+        super().__init__()
+        self.precision = precision
+        self.key_scales = self.value_scales = None  # int8 only: [batch, heads, seq, 1]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self.dtype = key_states.dtype
+        keys, key_scales = quantize(key_states, self.precision)
+        values, value_scales = quantize(value_states, self.precision)
+        self.keys = torch.cat([self.keys, keys], dim=-2) if self.keys.numel() else keys
+        self.values = torch.cat([self.values, values], dim=-2) if self.values.numel() else values
+        if key_scales is not None:
+            self.key_scales = key_scales if self.key_scales is None else torch.cat([self.key_scales, key_scales], dim=-2)
+            self.value_scales = value_scales if self.value_scales is None else torch.cat([self.value_scales, value_scales], dim=-2)
+        return dequantize(self.keys, self.key_scales, self.dtype), dequantize(self.values, self.value_scales, self.dtype)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        super().crop(tokens_to_remove)
+        if tokens_to_remove and self.key_scales is not None:
+            self.key_scales = self.key_scales[..., :tokens_to_remove, :]
+            self.value_scales = self.value_scales[..., :tokens_to_remove, :]
+
+    def reset(self) -> None:
+        super().reset()
+        self.key_scales = self.value_scales = None
+
+
+def quantize(x: torch.Tensor, precision: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token symmetric int8 (absmax over the head dimension), or a plain bfloat16 cast."""
+    if precision == "bfloat16":
+        return x.to(torch.bfloat16), None
+    scale = x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / 127.0
+    return torch.round(x / scale).clamp(-127, 127).to(torch.int8), scale
+
+
+def dequantize(x: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    return x.to(dtype) if scale is None else x.to(dtype) * scale.to(dtype)

@@ -1,0 +1,51 @@
+"""Low-precision KV caches: round-trip error within what their format promises; the engine runs on them."""
+
+import pytest
+import torch
+
+from asymspec_agents import AsymSpecEngine, ConfigError
+from asymspec_agents.engine.kv_cache import dequantize, make_cache, quantize
+
+
+def test_int8_round_trip_error_is_at_most_half_a_quantization_step():
+    x = torch.randn(1, 2, 50, 16) * torch.linspace(0.1, 10, 50)[None, None, :, None]
+    q, scale = quantize(x, "int8")
+    assert q.dtype == torch.int8 and scale.shape == (1, 2, 50, 1)
+    error = (dequantize(q, scale, torch.float32) - x).abs()
+    assert (error <= scale / 2 + 1e-6).all()
+    assert error.max() > 0  # it really is lossy
+
+
+def test_bfloat16_round_trip_keeps_three_significant_digits():
+    x = torch.randn(1, 2, 10, 16)
+    stored, scale = quantize(x, "bfloat16")
+    assert stored.dtype == torch.bfloat16 and scale is None
+    assert ((dequantize(stored, None, torch.float32) - x).abs() <= x.abs() * 2**-8).all()
+
+
+@pytest.mark.parametrize("precision, tolerance", [("float32", 1e-5), ("bfloat16", 0.05), ("int8", 0.1)])
+def test_cached_decoding_matches_a_full_forward_within_the_precision(pair, precision, tolerance):
+    model = pair.verifier
+    ids = torch.randint(3, 250, (1, 40), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        reference = model(ids).logits[0, 30:]
+        cache = make_cache(model.config, precision)
+        model(ids[:, :30], cache=cache)
+        cached = model(ids[:, 30:], cache=cache).logits[0]
+        cache.crop(-5)  # rollback keeps scales and values aligned
+        again = model(ids[:, 35:], cache=cache).logits[0]
+    assert (cached - reference).abs().max() < tolerance
+    assert (again - reference[5:]).abs().max() < tolerance
+    assert cache.get_seq_length() == 40
+
+
+def test_engine_on_an_int8_cache_keeps_the_beta_zero_reduction(pair, views):
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_cache="int8")
+    floor = engine.generate(*views, mode="compressed", max_new_tokens=30)
+    fused = engine.generate(*views, mode="asymmetric", beta=0.0, cda=False, max_new_tokens=30)
+    assert fused.token_ids == floor.token_ids
+
+
+def test_unknown_cache_precision_is_refused(pair):
+    with pytest.raises(ConfigError, match="kv_cache"):
+        AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_cache="fp4")
