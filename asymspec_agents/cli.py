@@ -7,7 +7,7 @@ import importlib
 import json
 import sys
 
-BENCHMARKS = ("throughput", "compression")
+BENCHMARKS = ("throughput", "compression", "precision")
 
 
 def main(argv: list[str] | None = None) -> int:
