@@ -1,0 +1,374 @@
+"""`asymspec bench {accuracy,cost,scaling,all}`: accuracy recovered, what it costs, and multi-turn scaling.
+
+Accuracy: each task's items run through every system (Floor = `compressed`, Ceiling = `full`, `symmetric`,
+AsymSpec over β with the gate on and off) under each compression setting. Reported on the test split:
+accuracy, gap closed = (system − Floor) / (Ceiling − Floor) with paired bootstrap intervals, and the β chosen
+on the dev split. Cost (same runs): wall time per item, tokens per stream, verifier and drafter FLOPs and the
+verifier's FLOPs relative to the Ceiling. Scaling: a scripted 12-step agent conversation, per-step latency with
+cache reuse, without it, and plain transformers `generate` re-reading the whole history.
+
+With the bundled pair the drafter *is* the verifier, so AsymSpec with β = 1 equals the Ceiling by construction
+(t + log p(full) − log p(comp) = log p(full) when t = log p(comp)); the table says so next to the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .common import RESULTS, markdown_table, median, pydoc_text
+from .tasks import Item, build
+
+PAIRS = {"bundled": ("bundled", "bundled")}
+MAX_NEW_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    settings: tuple  # GenerationConfig overrides as (key, value) pairs
+
+    @property
+    def overrides(self) -> dict:
+        return dict(self.settings)
+
+
+def systems(betas, gates) -> list[System]:
+    found = [System("floor", (("mode", "compressed"),)), System("ceiling", (("mode", "full"),)),
+             System("symmetric", (("mode", "symmetric"),))]
+    for gate in gates:
+        for beta in betas:
+            found.append(System(f"asym β={beta:g}{'' if gate else ' no-gate'}",
+                                (("mode", "asymmetric"), ("beta", beta), ("cda", gate))))
+    return found
+
+
+def plan(quick: bool) -> dict:
+    """Tasks, compression settings per task, systems and item counts of a run."""
+    if quick:
+        return {"items": 10, "settings": {"needle": [("head_tail", 4), ("bm25", 4)], "needle2": [("head_tail", 4)],
+                                          "tools": [("signatures", None)], "retention": [("head_tail", 4)]},
+                "systems": systems([0.0, 1.0, 2.0], [True]) + systems([1.0], [False])[3:]}
+    ratios = [2, 4, 8]
+    compressors = ["head_tail", "bm25", "surprisal"]
+    return {"items": 50, "settings": {"needle": [(c, r) for c in compressors for r in ratios],
+                                      "needle2": [(c, r) for c in compressors for r in ratios],
+                                      "tools": [("signatures", None)],
+                                      "retention": [(c, r) for c in compressors for r in ratios]},
+            "systems": systems([0.0, 0.5, 1.0, 1.5, 2.0], [True, False])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="asymspec bench", description=__doc__)
+    parser.add_argument("what", nargs="?", default="all", choices=["accuracy", "cost", "scaling", "all"])
+    parser.add_argument("--quick", action="store_true", help="a reduced grid that finishes in minutes")
+    parser.add_argument("--pair", default="bundled", choices=sorted(PAIRS))
+    parser.add_argument("--items", type=int, help="items per task (default: 10 quick, 50 full)")
+    parser.add_argument("--tasks", nargs="+", help="subset of needle, needle2, tools, retention")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(RESULTS / "accuracy"), help="output folder")
+    args = parser.parse_args(argv)
+    from ..engine import AsymSpecEngine
+
+    engine = AsymSpecEngine.shared(*PAIRS[args.pair])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = {"pair": args.pair, "quick": args.quick, "seed": args.seed, "date": time.strftime("%Y-%m-%d"),
+               "machine": _machine()}
+    if args.what in ("accuracy", "cost", "all"):
+        run_plan = plan(args.quick)
+        if args.items:
+            run_plan["items"] = args.items
+        if args.tasks:
+            run_plan["settings"] = {t: s for t, s in run_plan["settings"].items() if t in args.tasks}
+        records = run_accuracy(engine, run_plan, args.seed)
+        results["accuracy"] = summarize(records, run_plan["systems"])
+        results["records"] = records
+    if args.what in ("scaling", "all"):
+        results["scaling"] = run_scaling(engine, steps=12)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "results.md").write_text(render_markdown(results))
+    plot_all(results, out)
+    print((out / "results.md").read_text())
+    return 0
+
+
+# -- accuracy and cost ---------------------------------------------------------------------------------------
+
+def run_accuracy(engine, run_plan: dict, seed: int) -> list[dict]:
+    from ..chat import AsymSpecChat
+    from ..engine import GenerationConfig
+
+    records = []
+    jobs = [(task, setting) for task, settings in run_plan["settings"].items() for setting in settings]
+    bar = tqdm(total=len(jobs) * run_plan["items"] * len(run_plan["systems"]), desc="accuracy", unit="reply")
+    for task, (compressor, ratio) in jobs:
+        items = build(task, run_plan["items"], seed)
+        chat = AsymSpecChat(engine, policy=policy_for(task, compressor, ratio, engine.tokenizer, items),
+                            config=GenerationConfig(max_new_tokens=MAX_NEW_TOKENS))
+        for item in items:
+            for system in run_plan["systems"]:
+                records.append(run_item(chat, item, system, compressor, ratio))
+                bar.update()
+    bar.close()
+    return records
+
+
+def run_item(chat, item: Item, system: System, compressor: str, ratio) -> dict:
+    start = time.perf_counter()
+    reply = chat.reply(item.messages, tools=item.tools or None, tool_choice="required" if item.tools else None,
+                       parallel_tool_calls=False, query=item.query, **system.overrides)
+    stats = reply.stats
+    return {"task": item.task, "item": item.id, "split": item.split, "compressor": compressor, "ratio": ratio,
+            "system": system.name, "correct": item.correct(reply), "seconds": time.perf_counter() - start,
+            "acceptance": stats.acceptance_rate if stats.drafted else None,
+            "verifier_flops": stats.flops("verifier"), "drafter_flops": stats.flops("drafter"),
+            "tokens": {name: s.prefill_tokens + s.reused_tokens + s.decode_tokens for name, s in stats.streams.items()},
+            "full_tokens": reply.usage.full_input_tokens, "comp_tokens": reply.usage.input_tokens,
+            "answer": item.answer, "reply": reply.text[:200] if not reply.tool_calls else reply.tool_calls[0].name}
+
+
+def policy_for(task: str, compressor: str, ratio, tokenizer, items: list[Item]):
+    """Budgets that compress the task's long items by `ratio` (measured on the items' own token counts)."""
+    from ..context import CompressionPolicy
+
+    if task == "tools":
+        return CompressionPolicy()  # the compressed view shows signatures instead of full schemas
+    kind = "passage" if task.startswith("needle") else "user"
+    texts = ([m.passages[0].text for i in items for m in i.messages if getattr(m, "passages", None)]
+             if kind == "passage" else [i.messages[1].content for i in items])
+    typical = statistics.median(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
+    return CompressionPolicy(budgets={kind: max(16, int(typical / ratio))}, compressors={kind: compressor})
+
+
+def summarize(records: list[dict], system_list: list[System], resamples: int = 1000) -> list[dict]:
+    """Test-split accuracy, gap closed with paired bootstrap intervals, cost; plus β chosen on the dev split."""
+    rows = []
+    groups = sorted({(r["task"], r["compressor"], r["ratio"] or 0) for r in records})
+    for task, compressor, ratio in groups:
+        group = [r for r in records if (r["task"], r["compressor"], r["ratio"] or 0) == (task, compressor, ratio)]
+        by_system = {s.name: {r["item"]: r for r in group if r["system"] == s.name} for s in system_list}
+        test_items = sorted({r["item"] for r in group if r["split"] == "test"})
+        dev_items = sorted({r["item"] for r in group if r["split"] == "dev"})
+        floor, ceiling = by_system["floor"], by_system["ceiling"]
+        ceiling_flops = _mean([ceiling[i]["verifier_flops"] for i in test_items])
+        chosen = max((s.name for s in system_list if s.name.startswith("asym")),
+                     key=lambda name: (_accuracy(by_system[name], dev_items), -_beta(name)))
+        for system in system_list:
+            runs = by_system[system.name]
+            low, high = _bootstrap_gap(runs, floor, ceiling, test_items, resamples)
+            rows.append({
+                "task": task, "compressor": compressor, "ratio": ratio or None, "system": system.name,
+                "chosen_on_dev": system.name == chosen, "n_test": len(test_items),
+                "accuracy": _accuracy(runs, test_items), "gap_closed": _gap(runs, floor, ceiling, test_items),
+                "gap_closed_ci": [low, high],
+                "acceptance": _mean([runs[i]["acceptance"] for i in test_items if runs[i]["acceptance"] is not None]),
+                "seconds_per_item": median([runs[i]["seconds"] for i in test_items]),
+                "verifier_flops": _mean([runs[i]["verifier_flops"] for i in test_items]),
+                "drafter_flops": _mean([runs[i]["drafter_flops"] for i in test_items]),
+                "verifier_flops_vs_ceiling": _mean([runs[i]["verifier_flops"] for i in test_items]) / ceiling_flops,
+                "full_tokens": _mean([runs[i]["full_tokens"] for i in test_items]),
+                "comp_tokens": _mean([runs[i]["comp_tokens"] for i in test_items]),
+            })
+    return rows
+
+
+def _accuracy(runs: dict, items: list[str]) -> float:
+    return sum(runs[i]["correct"] for i in items) / len(items) if items else float("nan")
+
+
+def _gap(runs, floor, ceiling, items) -> float | None:
+    span = _accuracy(ceiling, items) - _accuracy(floor, items)
+    return None if span == 0 else (_accuracy(runs, items) - _accuracy(floor, items)) / span
+
+
+def _bootstrap_gap(runs, floor, ceiling, items, resamples: int) -> tuple[float | None, float | None]:
+    rng = random.Random(0)
+    values = []
+    for _ in range(resamples):
+        sample = [rng.choice(items) for _ in items]
+        # resampled items keep their identity per system: a paired bootstrap
+        gap = _gap(_resampled(runs, sample), _resampled(floor, sample), _resampled(ceiling, sample), list(range(len(sample))))
+        if gap is not None:
+            values.append(gap)
+    if len(values) < resamples // 2:
+        return None, None
+    values.sort()
+    return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
+
+
+def _resampled(runs: dict, sample: list[str]) -> dict:
+    return {index: runs[item] for index, item in enumerate(sample)}
+
+
+def _beta(name: str) -> float:
+    return float(name.split("=")[1].split()[0])
+
+
+def _mean(values) -> float:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else float("nan")
+
+
+# -- multi-turn agent scaling --------------------------------------------------------------------------------
+
+def agent_script(tokenizer, steps: int = 12, target_tokens: int = 7900) -> list[list]:
+    """Conversations after each step of a scripted agent: each step calls a documentation tool and gets a
+    real-text result; the full history grows to about `target_tokens`."""
+    from ..context import AssistantMessage, SystemMessage, ToolCall, ToolResult, UserMessage
+
+    text = pydoc_text()
+    per_step = target_tokens // steps
+    ids = tokenizer(text[:400_000], add_special_tokens=False)["input_ids"]
+    messages = [SystemMessage("You are a Python documentation assistant. Use the tools."),
+                UserMessage("Explain how Python's import system, exceptions and context managers fit together.")]
+    conversations = [list(messages)]
+    for step in range(1, steps):
+        chunk = tokenizer.decode(ids[step * per_step: (step + 1) * per_step - 40])
+        call = ToolCall(f"call_{step}", "read_docs", {"topic": f"section {step}"})
+        messages += [AssistantMessage("", tool_calls=[call]), ToolResult(call.id, "read_docs", chunk)]
+        conversations.append(list(messages))
+    return conversations
+
+
+def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
+    """Three passes over the same growing conversation, each system on its own so none warms another's cache."""
+    import torch
+
+    from ..chat import AsymSpecChat
+    from ..context import ToolSpec
+    from ..engine import GenerationConfig
+
+    tools = [ToolSpec("read_docs", "Read a section of the Python reference documentation.",
+                      {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]})]
+    chat = AsymSpecChat(engine, config=GenerationConfig(max_new_tokens=max_new_tokens, mode="asymmetric"))
+    conversations = agent_script(engine.tokenizer, steps)
+    rows = [{"step": step} for step in range(1, len(conversations) + 1)]
+    engine.reset()
+    for row, messages in zip(rows, tqdm(conversations, desc="scaling: caches reused", unit="step")):
+        start = time.perf_counter()
+        reply = chat.reply(messages, tools=tools)
+        row.update(reuse_seconds=time.perf_counter() - start, full_tokens=len(reply.views.full_ids),
+                   comp_tokens=len(reply.views.comp_ids),
+                   prefilled_tokens_with_reuse=sum(s.prefill_tokens for s in reply.stats.streams.values()))
+        row["full_ids"] = reply.views.full_ids
+    for row, messages in zip(rows, tqdm(conversations, desc="scaling: fresh engine", unit="step")):
+        engine.reset()  # nothing cached, as a fresh engine per step
+        start = time.perf_counter()
+        chat.reply(messages, tools=tools)
+        row["fresh_seconds"] = time.perf_counter() - start
+    for row in tqdm(rows, desc="scaling: transformers generate", unit="step"):
+        full_ids = row.pop("full_ids")
+        start = time.perf_counter()
+        with torch.inference_mode():
+            engine.verifier.generate(torch.tensor([full_ids]), attention_mask=torch.ones(1, len(full_ids), dtype=torch.long),
+                                     max_new_tokens=max_new_tokens, do_sample=False,
+                                     pad_token_id=engine.tokenizer.pad_token_id)
+        row["hf_generate_seconds"] = time.perf_counter() - start
+    return {"steps": rows, "step12_over_step1_with_reuse": rows[-1]["reuse_seconds"] / rows[0]["reuse_seconds"]}
+
+
+# -- output --------------------------------------------------------------------------------------------------
+
+def render_markdown(results: dict) -> str:
+    lines = [f"# AsymSpec benchmark ({'quick' if results['quick'] else 'full'} run, pair `{results['pair']}`, "
+             f"{results['date']}, {results['machine']})\n"]
+    if results["pair"] == "bundled":
+        lines.append("\nThe bundled pair uses one model as drafter and verifier: AsymSpec with β = 1 equals the "
+                     "Ceiling by construction, so its gap closed measures the implementation, not the idea.\n")
+    if "accuracy" in results:
+        header = ["task", "compression", "system", "accuracy (test)", "gap closed [95% CI]", "acceptance",
+                  "s/item", "verifier FLOPs × ceiling", "drafter GFLOPs"]
+        table = []
+        for r in results["accuracy"]:
+            gap = "—" if r["gap_closed"] is None else f"{r['gap_closed']:.2f}"
+            if r["gap_closed_ci"][0] is not None:
+                gap += f" [{r['gap_closed_ci'][0]:.2f}, {r['gap_closed_ci'][1]:.2f}]"
+            setting = r["compressor"] + (f" {r['ratio']}×" if r["ratio"] else "")
+            name = r["system"] + (" (chosen on dev)" if r["chosen_on_dev"] else "")
+            table.append([r["task"], setting, name, f"{r['accuracy']:.2f} (n={r['n_test']})", gap,
+                          "" if r["acceptance"] != r["acceptance"] else f"{r['acceptance']:.0%}",
+                          f"{r['seconds_per_item']:.2f}", f"{r['verifier_flops_vs_ceiling']:.2f}",
+                          f"{r['drafter_flops'] / 1e9:.1f}"])
+        lines.append("\n## Accuracy and cost\n\n" + markdown_table(header, table))
+    if "scaling" in results:
+        s = results["scaling"]
+        table = [[r["step"], r["full_tokens"], r["comp_tokens"], f"{r['reuse_seconds']:.2f}", f"{r['fresh_seconds']:.2f}",
+                  f"{r['hf_generate_seconds']:.2f}", r["prefilled_tokens_with_reuse"]] for r in s["steps"]]
+        lines.append(f"\n## Multi-turn agent scaling (step 12 / step 1 with reuse: "
+                     f"{s['step12_over_step1_with_reuse']:.2f}×; target ≤ 1.3×)\n\n" + markdown_table(
+                         ["step", "full tokens", "compressed tokens", "with reuse s", "fresh engine s",
+                          "transformers generate s", "tokens prefilled (reuse)"], table))
+    return "".join(lines)
+
+
+def plot_all(results: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if "accuracy" in results:
+        rows = results["accuracy"]
+        groups = sorted({(r["task"], r["compressor"], r["ratio"] or 0) for r in rows})
+        fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.6), squeeze=False)
+        for ax, group in zip(axes[0], groups):
+            subset = [r for r in rows if (r["task"], r["compressor"], r["ratio"] or 0) == group]
+            ax.bar(range(len(subset)), [r["accuracy"] for r in subset],
+                   color=["#999" if r["system"] in ("floor", "ceiling") else "#4a7" if r["system"].startswith("asym") else "#57a" for r in subset])
+            ax.set_xticks(range(len(subset)), [r["system"] for r in subset], rotation=70, fontsize=7)
+            ax.set_title(f"{group[0]} · {group[1]}{f' {group[2]}×' if group[2] else ''}", fontsize=9)
+            ax.set_ylim(0, 1)
+        axes[0][0].set_ylabel("accuracy (test split)")
+        fig.tight_layout()
+        fig.savefig(out / "accuracy.png", dpi=110)
+        plt.close(fig)
+
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+        for group in groups:
+            subset = [r for r in rows if (r["task"], r["compressor"], r["ratio"] or 0) == group
+                      and r["system"].startswith("asym") and "no-gate" not in r["system"] and r["gap_closed"] is not None]
+            if subset:
+                left.plot([_beta(r["system"]) for r in subset], [r["gap_closed"] for r in subset], marker="o",
+                          label=f"{group[0]} · {group[1]}")
+        left.axhline(1.0, color="grey", linestyle="--", label="ceiling")
+        left.set_xlabel("β")
+        left.set_ylabel("gap closed (test)")
+        left.set_title("Gap closed vs β (gate on)")
+        left.legend(fontsize=7)
+        for r in rows:
+            right.scatter(r["verifier_flops"] / 1e9, r["accuracy"], s=14,
+                          color="#999" if r["system"] in ("floor", "ceiling") else "#4a7")
+        right.set_xlabel("verifier GFLOPs per item")
+        right.set_ylabel("accuracy")
+        right.set_title("Verifier FLOPs vs accuracy")
+        fig.tight_layout()
+        fig.savefig(out / "gap_and_flops.png", dpi=110)
+        plt.close(fig)
+    if "scaling" in results:
+        steps = results["scaling"]["steps"]
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for key, label in (("reuse_seconds", "ChatAsymSpec core, caches reused"), ("fresh_seconds", "fresh engine per step"),
+                           ("hf_generate_seconds", "transformers generate, whole history")):
+            ax.plot([r["step"] for r in steps], [r[key] for r in steps], marker="o", label=label)
+        ax.set_xlabel("agent step")
+        ax.set_ylabel("seconds per step")
+        ax.set_title("Latency as the agent's history grows")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "scaling.png", dpi=110)
+        plt.close(fig)
+
+
+def _machine() -> str:
+    import os
+    import platform
+
+    return f"{platform.machine()}, {os.cpu_count()} CPUs"

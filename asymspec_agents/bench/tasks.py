@@ -1,0 +1,159 @@
+"""Benchmark tasks built reproducibly from real text no one here wrote (Python's own docs and docstrings).
+
+Every builder is deterministic in its seed; items carry a split ("dev" for choosing settings, "test" for the
+numbers reported) and a scorer. Three tasks:
+- needle: a planted fact (one hop: a vault's code; two hops: the vault names a key, the key names the code) at a
+  random depth of a retrieved passage assembled from `pydoc_data.topics`;
+- tools: choose the standard-library function whose docstring a question paraphrases; the full view has the
+  docstrings, the compressed view only signatures with their first sentence (the question uses a later one);
+- retention: a fact given in passing in an early user turn, turns of real-text filler, then a question on it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import random
+import re
+from dataclasses import dataclass, field
+
+from ..context import AssistantMessage, Passage, SystemMessage, ToolSpec, UserMessage
+from ..context.tools import tool_spec_from_callable
+
+COLORS = ["amber", "cobalt", "crimson", "ivory", "jade", "ochre", "scarlet", "teal", "violet", "silver", "onyx", "coral"]
+ANIMALS = ["heron", "lynx", "otter", "falcon", "badger", "marten", "ibis", "gecko", "puffin", "weasel", "osprey", "tapir"]
+DEV_FRACTION = 0.3
+TOOL_MODULES = ["os.path", "shutil", "textwrap", "json", "base64", "statistics", "string", "fnmatch", "glob", "heapq",
+                "bisect", "difflib", "html", "shlex", "zlib", "random", "calendar", "copy", "secrets", "urllib.parse"]
+
+
+@dataclass
+class Item:
+    task: str
+    id: str
+    messages: list
+    answer: str
+    split: str
+    tools: list[ToolSpec] = field(default_factory=list)
+    query: str | None = None
+
+    def correct(self, reply) -> bool:
+        if self.task == "tools":
+            return bool(reply.tool_calls) and reply.tool_calls[0].name == self.answer
+        return self.answer in reply.text
+
+
+def build(task: str, count: int, seed: int = 0) -> list[Item]:
+    return {"needle": needle, "needle2": lambda n, s: needle(n, s, hops=2), "tools": tool_selection,
+            "retention": retention}[task](count, seed)
+
+
+def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000) -> list[Item]:
+    rng = random.Random(f"needle{hops}-{seed}")
+    docs = _pydoc_paragraphs()
+    items = []
+    for i in range(count):
+        color, animal, code = rng.choice(COLORS), rng.choice(ANIMALS), str(rng.randint(1000, 9999))
+        if hops == 1:
+            facts = [f"The access code of the {color} vault is {code}."]
+        else:
+            facts = [f"The {color} vault keeps its code under the name {animal}.", f"The code named {animal} is {code}."]
+        haystack = _haystack(rng, docs, haystack_chars, facts)
+        question = f"What is the access code of the {color} vault? Answer with the four-digit code."
+        messages = [SystemMessage("Answer the question from the documents."),
+                    UserMessage(question, passages=[Passage(haystack, source="python-docs")])]
+        items.append(Item(f"needle{hops if hops > 1 else ''}", f"needle{hops}-{seed}-{i}", messages, code, _split(i, count),
+                          query=question))
+    return items
+
+
+def tool_selection(count: int, seed: int = 0, tools_per_item: int = 6) -> list[Item]:
+    rng = random.Random(f"tools-{seed}")
+    candidates = _documented_functions()
+    items = []
+    for i in range(count):
+        chosen = rng.sample(candidates, tools_per_item)
+        target_name, _, hint = chosen[0]
+        rng.shuffle(chosen)
+        question = f"Which tool does this: {hint} Call that tool."
+        messages = [SystemMessage("Pick the one tool that does what the user asks and call it."), UserMessage(question)]
+        items.append(Item("tools", f"tools-{seed}-{i}", messages, target_name, _split(i, count),
+                          tools=[spec for _, spec, _ in chosen], query=question))
+    return items
+
+
+def retention(count: int, seed: int = 0, filler_turns: int = 3) -> list[Item]:
+    rng = random.Random(f"retention-{seed}")
+    docs = _pydoc_paragraphs()
+    items = []
+    for i in range(count):
+        code = str(rng.randint(1000, 9999))
+        before, after = rng.sample(docs, 2)
+        messages = [SystemMessage("You are a helpful assistant."),
+                    UserMessage(f"{before}\n\nBy the way, my project number is {code}. Keep it in mind.\n\n{after}\n\n"
+                                "What is this text about?"),
+                    AssistantMessage(_first_sentence(before))]
+        for _ in range(filler_turns):
+            doc = rng.choice(docs)
+            messages += [UserMessage(f"Summarize this in one sentence:\n{doc}"), AssistantMessage(_first_sentence(doc))]
+        messages.append(UserMessage("What is my project number? Answer with the four-digit number."))
+        items.append(Item("retention", f"retention-{seed}-{i}", messages, code, _split(i, count)))
+    return items
+
+
+# -- real text -----------------------------------------------------------------------------------------------
+
+def _pydoc_paragraphs(min_chars: int = 300, max_chars: int = 1200) -> list[str]:
+    from pydoc_data.topics import topics
+
+    paragraphs = []
+    for name in sorted(topics):
+        for block in re.split(r"\n\s*\n", topics[name]):
+            block = " ".join(block.split())
+            if min_chars <= len(block) <= max_chars and not block.startswith(("*", ">>>", "[")):
+                paragraphs.append(block)
+    return paragraphs
+
+
+def _haystack(rng: random.Random, docs: list[str], chars: int, facts: list[str]) -> str:
+    parts, total = [], 0
+    while total < chars:
+        parts.append(rng.choice(docs))
+        total += len(parts[-1])
+    for fact in facts:  # each fact at its own random depth, between paragraphs
+        parts.insert(rng.randint(0, len(parts)), fact)
+    return "\n\n".join(parts)
+
+
+def _documented_functions() -> list[tuple[str, ToolSpec, str]]:
+    """(tool name, full spec, a later docstring sentence) for public stdlib functions with rich docstrings."""
+    found = []
+    for module_name in TOOL_MODULES:
+        module = importlib.import_module(module_name)
+        for attr in sorted(dir(module)):
+            function = getattr(module, attr)
+            if attr.startswith("_") or not inspect.isfunction(function) or function.__module__ != module.__name__:
+                continue
+            sentences = _sentences(inspect.getdoc(function) or "")
+            if len(sentences) < 2 or not 30 <= len(sentences[1]) <= 200:
+                continue
+            name = f"{module_name.replace('.', '_')}_{attr}"
+            try:
+                spec = tool_spec_from_callable(function, name=name)
+            except Exception:
+                continue
+            found.append((name, spec, sentences[1]))
+    return found
+
+
+def _sentences(text: str) -> list[str]:
+    text = " ".join(text.split())
+    return [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
+
+
+def _first_sentence(text: str) -> str:
+    return _sentences(text)[0] if text else ""
+
+
+def _split(index: int, count: int) -> str:
+    return "dev" if index < round(count * DEV_FRACTION) else "test"

@@ -1,0 +1,81 @@
+"""The accuracy/cost/scaling harness: deterministic tasks, scoring, gap arithmetic, and a tiny end-to-end run."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from asymspec_agents import AsymSpecEngine
+from asymspec_agents.bench import accuracy, tasks
+from asymspec_agents.context.tool_format import ParsedToolCall
+from asymspec_agents.models import tiny_random_pair
+
+
+@pytest.mark.parametrize("task", ["needle", "needle2", "tools", "retention"])
+def test_task_builders_are_deterministic_in_their_seed(task):
+    def fingerprint(items):
+        return [(i.id, i.answer, i.split, repr(i.messages), [t.name for t in i.tools]) for i in items]
+
+    assert fingerprint(tasks.build(task, 6, seed=1)) == fingerprint(tasks.build(task, 6, seed=1))
+    assert fingerprint(tasks.build(task, 6, seed=1)) != fingerprint(tasks.build(task, 6, seed=2))
+    splits = [i.split for i in tasks.build(task, 10, seed=1)]
+    assert splits.count("dev") == 3 and splits.count("test") == 7
+
+
+def test_needle_items_plant_the_answer_in_the_passage_and_not_in_the_question():
+    for item in tasks.build("needle2", 5):
+        passage = item.messages[1].passages[0].text
+        assert item.answer in passage and item.answer not in item.messages[1].content
+
+
+def test_scoring_on_hand_made_replies():
+    needle = tasks.build("needle", 1)[0]
+    assert needle.correct(SimpleNamespace(text=f"The code is {needle.answer}.", tool_calls=[]))
+    assert not needle.correct(SimpleNamespace(text="The code is 0000.", tool_calls=[]))
+    tool = tasks.build("tools", 1)[0]
+    assert tool.correct(SimpleNamespace(text="", tool_calls=[ParsedToolCall(tool.answer, {}, "")]))
+    assert not tool.correct(SimpleNamespace(text=tool.answer, tool_calls=[]))
+
+
+def record(item, system, correct, split="test"):
+    return {"task": "needle", "compressor": "head_tail", "ratio": 4, "item": item, "split": split, "system": system,
+            "correct": correct, "acceptance": None, "seconds": 1.0, "verifier_flops": 2.0 if system == "ceiling" else 1.0,
+            "drafter_flops": 0.0, "full_tokens": 10, "comp_tokens": 5}
+
+
+def test_gap_closed_is_the_share_of_the_floor_to_ceiling_gap_recovered():
+    systems = accuracy.systems([1.0], [True])
+    records = []
+    for i in range(4):
+        records += [record(f"i{i}", "floor", False), record(f"i{i}", "ceiling", True),
+                    record(f"i{i}", "symmetric", False), record(f"i{i}", "asym β=1", i < 2)]
+    records += [record("d0", name, True, split="dev") for name in ("floor", "ceiling", "symmetric", "asym β=1")]
+    rows = {r["system"]: r for r in accuracy.summarize(records, systems, resamples=200)}
+    assert rows["asym β=1"]["accuracy"] == 0.5 and rows["asym β=1"]["gap_closed"] == 0.5
+    assert rows["symmetric"]["gap_closed"] == 0.0 and rows["ceiling"]["gap_closed"] == 1.0
+    low, high = rows["asym β=1"]["gap_closed_ci"]
+    assert 0.0 <= low <= 0.5 <= high <= 1.0
+    assert rows["floor"]["verifier_flops_vs_ceiling"] == 0.5
+    assert rows["asym β=1"]["chosen_on_dev"] and rows["asym β=1"]["n_test"] == 4
+
+
+def test_tiny_end_to_end_run_writes_tables_and_plots(tmp_path):
+    pair = tiny_random_pair(seed=0, max_positions=16384)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    run_plan = {"items": 3, "settings": {"needle": [("head_tail", 4)], "tools": [("signatures", None)]},
+                "systems": accuracy.systems([0.0, 1.0], [True])}
+    records = accuracy.run_accuracy(engine, run_plan, seed=0)
+    assert len(records) == 2 * 3 * 5
+    assert all(r["comp_tokens"] < r["full_tokens"] for r in records)
+    rows = accuracy.summarize(records, run_plan["systems"], resamples=50)
+    results = {"pair": "tiny", "quick": True, "date": "today", "machine": "test", "accuracy": rows}
+    (tmp_path / "results.md").write_text(accuracy.render_markdown(results))
+    accuracy.plot_all(results, tmp_path)
+    assert "gap closed" in (tmp_path / "results.md").read_text()
+    assert (tmp_path / "accuracy.png").stat().st_size > 10_000 and (tmp_path / "gap_and_flops.png").is_file()
+
+
+def test_agent_script_grows_the_history_step_by_step():
+    tokenizer = tiny_random_pair(seed=0).tokenizer
+    conversations = accuracy.agent_script(tokenizer, steps=4, target_tokens=2000)
+    assert [len(c) for c in conversations] == [2, 4, 6, 8]
+    assert all(a == b[: len(a)] for a, b in zip(conversations, conversations[1:]))
