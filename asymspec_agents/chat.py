@@ -62,6 +62,7 @@ class ChatRequest:
     config: GenerationConfig | None = None
     query: str | None = None
     overrides: dict = field(default_factory=dict)
+    tool_format: str = "hermes"  # "hermes": tools in the views, <tool_call> blocks; "react": see AsymSpecChat.stream
 
 
 class AsymSpecChat:
@@ -82,10 +83,16 @@ class AsymSpecChat:
 
     def stream(self, messages, *, tools=None, tool_choice: str | None = None, parallel_tool_calls: bool = True,
                response_schema: dict | None = None, config: GenerationConfig | None = None, query: str | None = None,
-               **overrides) -> Iterator[ChatDelta]:
-        request = ChatRequest(messages, tools, tool_choice, parallel_tool_calls, response_schema, config, query, overrides)
+               tool_format: str = "hermes", **overrides) -> Iterator[ChatDelta]:
+        """`tool_format="react"`: the messages already describe the tools (a ReAct prompt), so the views carry no
+        tools block; the reply is one ReAct step constrained by `GrammarBuilder.react_steps` and stays plain text
+        (the framework's ReAct parser reads it)."""
+        if tool_format not in ("hermes", "react"):
+            raise InvalidInputError(f"tool_format must be 'hermes' or 'react', got {tool_format!r}.")
+        request = ChatRequest(messages, tools, tool_choice, parallel_tool_calls, response_schema, config, query, overrides,
+                              tool_format)
         specs = _specs(tools) if tools else []
-        render_tools = specs if tool_choice != "none" else []
+        render_tools = specs if tool_choice != "none" and tool_format == "hermes" else []
         views = self.context.render(messages, tools=render_tools or None, query=query)
         constraint = self._constraint(request, specs)
         config = replace(config or self.config, **overrides) if overrides else (config or self.config)
@@ -116,6 +123,8 @@ class AsymSpecChat:
     def _constraint(self, request: ChatRequest, specs: list[ToolSpec]):
         if request.response_schema is not None:
             return self.grammars.json_schema(request.response_schema)
+        if request.tool_format == "react" and specs and request.tool_choice != "none":
+            return self.grammars.react_steps([{"name": s.name, "parameters": s.parameters} for s in specs], request.tool_choice)
         if not specs:
             if request.tool_choice not in (None, "auto", "none"):
                 raise InvalidInputError(f"tool_choice={request.tool_choice!r} needs bound tools; bind some first.")

@@ -68,6 +68,34 @@ class GrammarBuilder:
         text = _dumps({"type": "structural_tag", "format": grammar}, "tool schemas")
         return self._constraint("tools:" + text, lambda: self._compiler.compile_structural_tag(text))
 
+    def react_steps(self, tools: Sequence[dict], choice: str | None = "auto") -> GrammarConstraint:
+        """Grammar for one ReAct step (the text format of LlamaIndex's ReActAgent and of classic ReAct prompts):
+
+            Thought: <one line, at most 200 characters>
+            Action: NAME
+            Action Input: {...JSON of NAME's schema...}
+        or
+            Thought: <one line>
+            Answer: <free text>
+
+        The tool name is one of `tools` and its input valid JSON of that tool's schema; the reply ends after it.
+        `choice` as in `tool_calls`: "any"/"required" leave out the Answer branch, a tool name allows only it."""
+        if not tools:
+            raise InvalidInputError("A ReAct step grammar needs at least one tool.")
+        names = [tool["name"] for tool in tools]
+        if choice not in (None, "auto", *FORCING) and choice not in names:
+            raise InvalidInputError(f"tool_choice {choice!r} names no bound tool; bound tools: {', '.join(names)}.")
+        tools = [tool for tool in tools if choice in (None, "auto", *FORCING) or tool["name"] == choice]
+        actions = [{"type": "sequence", "elements": [
+            {"type": "const_string", "value": f"Action: {tool['name']}\nAction Input: "},
+            {"type": "json_schema", "json_schema": _arguments_schema(tool), "max_whitespace_cnt": 1}]} for tool in tools]
+        answer = {"type": "sequence", "elements": [{"type": "const_string", "value": "Answer: "}, {"type": "any_text"}]}
+        grammar = {"type": "sequence", "elements": [
+            {"type": "const_string", "value": "Thought: "}, {"type": "regex", "pattern": r"[^\n]{1,200}"},
+            {"type": "const_string", "value": "\n"}, {"type": "or", "elements": actions + ([answer] if choice in (None, "auto") else [])}]}
+        text = _dumps({"type": "structural_tag", "format": grammar}, "tool schemas")
+        return self._constraint("react:" + text, lambda: self._compiler.compile_structural_tag(text))
+
     def _constraint(self, key: str, compile_grammar) -> GrammarConstraint:
         with self._lock:
             if key not in self._cache:
@@ -86,6 +114,6 @@ def _arguments_schema(tool: dict) -> dict:
 
 def _dumps(value, what: str) -> str:
     try:
-        return json.dumps(value, sort_keys=True)
+        return json.dumps(value)  # not sort_keys: the grammar writes properties in the schema's order
     except TypeError as exc:
         raise InvalidInputError(f"The {what} must be JSON-serializable: {exc}") from exc

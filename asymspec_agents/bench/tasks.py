@@ -38,8 +38,9 @@ class Item:
     query: str | None = None
 
     def correct(self, reply) -> bool:
-        if self.task == "tools":
-            return bool(reply.tool_calls) and reply.tool_calls[0].name == self.answer
+        if self.task == "tools":  # the tool name decides; a call cut off after it still names it
+            calls = reply.tool_calls or reply.invalid_tool_calls
+            return bool(calls) and calls[0].name == self.answer
         return self.answer in reply.text
 
 

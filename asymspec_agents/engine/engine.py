@@ -104,6 +104,16 @@ class AsymSpecEngine:
         prompts = self._prompts(full_ids, comp_ids, config)
         return self._stream(prompts, config, constraint)
 
+    def prefill(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None) -> None:
+        """Read a prompt into every stream ahead of time (all but its last token), so that calls in any mode on
+        it (or on a conversation extending it) start from a warm cache."""
+        config = GenerationConfig(decisions=None)
+        prompts = self._prompts(full_ids, comp_ids, config)
+        roles = [("verifier", "full"), ("verifier", "comp")] + ([("drafter", "full"), ("drafter", "comp")] if self.drafter is not None else [])
+        with self._lock:
+            for role, view in roles:
+                self._stream_for(role, view).sync(prompts[view])
+
     def reset(self) -> None:
         """Forget every cached prefix."""
         with self._lock:

@@ -19,6 +19,7 @@ class StreamStats:
     role: str
     view: str
     reused_tokens: int = 0  # prompt tokens served from the prefix cache
+    reused_flops: float = 0.0  # what prefilling them would have cost
     prefill_tokens: int = 0
     prefill_forwards: int = 0
     decode_tokens: int = 0
@@ -67,8 +68,9 @@ class GenerationStats:
     def decision_points_at_slot0(self) -> int:
         return sum(1 for i in self.decision_positions if self.token_slots[i] == 0)
 
-    def flops(self, role: str) -> float:
-        return sum(s.flops for s in self.streams.values() if s.role == role)
+    def flops(self, role: str, fresh: bool = False) -> float:
+        """FLOPs this call spent in one role's streams; `fresh=True` adds the prefill the caches saved."""
+        return sum(s.flops + (s.reused_flops if fresh else 0.0) for s in self.streams.values() if s.role == role)
 
     def tokens_processed(self, role: str) -> int:
         return sum(s.prefill_tokens + s.decode_tokens for s in self.streams.values() if s.role == role)

@@ -43,6 +43,7 @@ class KVStream:
         keep = _common_prefix(self.ids, prompt[:-1])
         self.rollback(keep)
         self.stats.reused_tokens += keep
+        self.stats.reused_flops += self._flops(keep, 0, 0)
         rest = prompt[keep:-1]
         for start in range(0, len(rest), PREFILL_CHUNK):
             self._forward(rest[start:start + PREFILL_CHUNK], keep_logits=1, prefill=True)
@@ -94,10 +95,12 @@ class KVStream:
             s.decode_tokens += n
             s.decode_forwards += 1
             s.decode_sizes[n] += 1
-        # each new token attends to the cache plus the new tokens before it
-        attended = n * context + n * (n + 1) // 2
-        s.flops += self._flops_per_token * n + self._attention_flops * attended + self._head_flops * kept
+        s.flops += self._flops(n, context, kept)
         s.seconds += seconds
+
+    def _flops(self, n: int, context: int, kept_logits: int) -> float:
+        attended = n * context + n * (n + 1) // 2  # each new token attends to the cache and the new tokens before it
+        return self._flops_per_token * n + self._attention_flops * attended + self._head_flops * kept_logits
 
 
 def _flop_constants(model) -> tuple[float, float, float]:

@@ -33,7 +33,7 @@ def test_scoring_on_hand_made_replies():
     assert not needle.correct(SimpleNamespace(text="The code is 0000.", tool_calls=[]))
     tool = tasks.build("tools", 1)[0]
     assert tool.correct(SimpleNamespace(text="", tool_calls=[ParsedToolCall(tool.answer, {}, "")]))
-    assert not tool.correct(SimpleNamespace(text=tool.answer, tool_calls=[]))
+    assert not tool.correct(SimpleNamespace(text=tool.answer, tool_calls=[], invalid_tool_calls=[]))
 
 
 def record(item, system, correct, split="test"):

@@ -80,3 +80,16 @@ def test_default_policy_tags_tool_names_final_answers_and_options():
     assert not policy.text_triggers('{"name": "x", "arguments": {"')
     assert not policy.text_triggers("Final Answer: Paris")
     assert not DecisionPolicy.none().text_triggers("Final Answer:")
+
+
+def test_prefill_warms_every_stream_and_fresh_flops_count_the_saved_prefill(pair, views):
+    full, comp = views
+    cold = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer).generate(full, comp, max_new_tokens=10)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    engine.prefill(full, comp)
+    warm = engine.generate(full, comp, max_new_tokens=10)
+    assert warm.token_ids == cold.token_ids
+    assert all(s.prefill_tokens == 0 for s in warm.stats.streams.values())
+    for role in ("verifier", "drafter"):
+        assert warm.stats.flops(role) < cold.stats.flops(role)
+        assert warm.stats.flops(role, fresh=True) == pytest.approx(cold.stats.flops(role), rel=0.01)
