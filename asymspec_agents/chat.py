@@ -41,6 +41,7 @@ class ChatReply:
     stats: GenerationStats
     raw_text: str  # everything the model wrote
     views: DualViews | None = None
+    token_ids: list[int] = field(default_factory=list)  # the generated tokens
 
 
 @dataclass
@@ -97,15 +98,16 @@ class AsymSpecChat:
         constraint = self._constraint(request, specs)
         config = replace(config or self.config, **overrides) if overrides else (config or self.config)
         splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)
-        raw = []
+        raw, token_ids = [], []
         for chunk in self.engine.stream(views.full_ids, views.comp_ids, config, constraint=constraint):
             raw.append(chunk.text)
+            token_ids.extend(chunk.token_ids)
             for delta in splitter.push(chunk.text):
                 yield delta
             if chunk.stats is not None:
                 for delta in splitter.finish():
                     yield delta
-                yield ChatDelta(reply=self._reply("".join(raw), chunk, views, splitter))
+                yield ChatDelta(reply=self._reply("".join(raw), token_ids, chunk, views, splitter))
 
     def count_tokens(self, messages, tools=None) -> int:
         """Tokens the verifier reads for this conversation (the compressed view)."""
@@ -133,12 +135,12 @@ class AsymSpecChat:
                                         request.tool_choice, request.parallel_tool_calls)
 
     @staticmethod
-    def _reply(raw_text: str, last_chunk, views: DualViews, splitter: "ToolCallSplitter") -> ChatReply:
+    def _reply(raw_text: str, token_ids: list[int], last_chunk, views: DualViews, splitter: "ToolCallSplitter") -> ChatReply:
         """The reply holds exactly what the stream handed out: same text, same calls, same ids."""
         stats = last_chunk.stats
         usage = Usage(len(views.comp_ids), stats.new_tokens, len(views.full_ids))
         finish = "tool_calls" if splitter.calls else last_chunk.finish_reason
-        return ChatReply(splitter.text, splitter.calls, splitter.invalid, finish, usage, stats, raw_text, views)
+        return ChatReply(splitter.text, splitter.calls, splitter.invalid, finish, usage, stats, raw_text, views, token_ids)
 
 
 class ToolCallSplitter:

@@ -1,4 +1,4 @@
-"""The `asymspec` command: `asymspec generate …` and `asymspec bench NAME …`."""
+"""The `asymspec` command: `asymspec generate …`, `asymspec bench NAME …` and `asymspec train-drafter …`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 # benchmark name -> module of asymspec_agents.bench; the accuracy module serves four names
 BENCHMARKS = {"throughput": "throughput", "compression": "compression", "precision": "precision",
-              "accuracy": "accuracy", "cost": "accuracy", "scaling": "accuracy", "all": "accuracy"}
+              "accuracy": "accuracy", "cost": "accuracy", "scaling": "accuracy", "all": "accuracy",
+              "decisions": "decisions"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     bench = commands.add_parser("bench", add_help=False,
                                 help=f"run a benchmark ({', '.join(BENCHMARKS)}); `asymspec bench NAME -h`")
     bench.add_argument("name", choices=list(BENCHMARKS))
+    # add_help=False: `asymspec train-drafter -h` reaches the trainer's own parser
+    commands.add_parser("train-drafter", add_help=False,
+                        help="train a drafter (LoRA, DPO) to be rejected at decision points; `asymspec train-drafter -h`")
     args, rest = parser.parse_known_args(argv)
+    if args.command == "train-drafter":
+        return importlib.import_module("asymspec_agents.training.adversarial").main(rest) or 0
     if args.command == "bench":
         module = BENCHMARKS[args.name]
         argv_rest = [args.name, *rest] if module == "accuracy" else rest
