@@ -31,9 +31,10 @@ unit: install
 integration: install
 	$(PY) -m pytest -q tests/integration
 
+# A LangGraph agent on ChatAsymSpec (bundled model): two tool calls over Python's reference docs, then an answer,
+# with a table of per-step speculation stats.
 demo: install
-	$(VENV)/bin/asymspec generate --verifier bundled --drafter bundled --mode asymmetric \
-		--prompt "Explain in two sentences what a Python generator is." --max-new-tokens 64
+	$(PY) examples/langgraph_agent.py
 
 bench: install
 	$(VENV)/bin/asymspec bench throughput

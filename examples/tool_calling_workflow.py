@@ -1,0 +1,98 @@
+"""A LangChain tool-calling workflow on ChatAsymSpec, offline on the bundled SmolLM2-135M pair.
+
+Three steps, each one runnable:
+  1. `prompt | llm.bind_tools([convert_units, calculator], tool_choice="any")` picks a tool and its arguments
+     (grammar-constrained: a bound tool's name, arguments valid under its JSON schema, unit names from the enum);
+  2. the chosen tool runs, and its result goes back as a ToolMessage;
+  3. `llm.with_structured_output(Answer)` turns the conversation into a typed `Answer` (Pydantic), again under a
+     grammar, so the result always parses.
+
+    python examples/tool_calling_workflow.py [--question "..."]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Literal
+
+from langchain_core.messages import HumanMessage
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.tools import tool
+from pydantic import BaseModel, Field
+from rich.console import Console
+from rich.markup import escape
+
+from langchain_asymspec import ChatAsymSpec
+
+QUESTION = "How many kilometres is 12 miles?"
+FACTORS = {"km": 1000.0, "m": 1.0, "mile": 1609.344, "foot": 0.3048}
+
+
+@tool
+def convert_units(value: float, from_unit: Literal["km", "m", "mile", "foot"],
+                  to_unit: Literal["km", "m", "mile", "foot"]) -> str:
+    """Convert a length from one unit to another."""
+    return f"{value} {from_unit} = {value * FACTORS[from_unit] / FACTORS[to_unit]:.3f} {to_unit}"
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression such as '2 * (3 + 4)'."""
+    import ast
+
+    node = ast.parse(expression, mode="eval")
+    if not all(isinstance(n, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop))
+               for n in ast.walk(node)):
+        return "Error: only arithmetic is allowed"
+    return str(eval(compile(node, "<expr>", "eval"), {"__builtins__": {}}))
+
+
+class Answer(BaseModel):
+    """The final answer to the user's question."""
+
+    value: float = Field(description="the number that answers the question")
+    unit: str = Field(description="the unit of that number")
+    sentence: str = Field(description="the answer as one short sentence")
+
+
+TOOLS = {t.name: t for t in (convert_units, calculator)}
+
+
+def run(question: str, llm: ChatAsymSpec, console: Console | None = None) -> dict:
+    """Run the workflow; returns the messages, the tool results and the structured answer."""
+    say = console.print if console is not None else (lambda *a, **k: None)
+    prompt = ChatPromptTemplate.from_messages([("system", "You convert units with the tools."), ("human", "{question}")])
+    pick_tool = prompt | llm.bind_tools(list(TOOLS.values()), tool_choice="any")
+    ai = pick_tool.invoke({"question": question})
+    say(f"[bold]1. tool call[/bold] {escape(str(ai.tool_calls))}  {_stats(ai)}")
+    results = [TOOLS[call["name"]].invoke(call) for call in ai.tool_calls]
+    for result in results:
+        say(f"[bold]2. {result.name}[/bold] returned {escape(repr(result.content))}")
+    messages = [HumanMessage(question), ai, *results]
+    structured = llm.with_structured_output(Answer, include_raw=True).invoke(messages)
+    say(f"[bold]3. structured answer[/bold] {escape(repr(structured['parsed']))}  {_stats(structured['raw'])}")
+    return {"tool_call_message": ai, "tool_results": results, "answer": structured["parsed"], "raw": structured["raw"]}
+
+
+def _stats(message) -> str:
+    s = message.response_metadata["asymspec"]
+    return (f"(acceptance {s['acceptance_rate']:.0%}, {s['accepted']}/{s['drafted']} drafted accepted, "
+            f"{s['decision_points']} decision points at slot 0: {s['decision_points_at_slot0']}, "
+            f"input {s['full_input_tokens']} full / {s['compressed_input_tokens']} compressed tokens, {s['wall_seconds']:.1f} s)")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--question", default=QUESTION)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args(argv)
+    console = Console()
+    started = time.perf_counter()
+    console.print(f"[bold]Question:[/bold] {args.question}")
+    run(args.question, ChatAsymSpec.bundled(max_tokens=args.max_tokens), console)
+    console.print(f"total {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

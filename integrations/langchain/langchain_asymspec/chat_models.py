@@ -1,0 +1,341 @@
+"""ChatAsymSpec: an AsymSpec drafter/verifier pair as a LangChain chat model.
+
+A thin translator around the framework-neutral `asymspec_agents.chat.AsymSpecChat`: LangChain messages and tools go
+in (`messages.to_core_messages`, `to_tool_specs`), the core renders the dual views, decodes (grammar-constrained tool
+calls and structured output) and splits text from tool calls; its deltas come back as `AIMessageChunk`s.
+
+There is one output path: `_stream`. `_generate` merges the same chunks, so `invoke`, `stream` and LangGraph's
+`stream_mode="messages"` (which routes `invoke` through `_stream`) give identical messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import AsyncIterator, Iterator, Sequence
+from operator import itemgetter
+from typing import Any, Callable, Literal
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models.chat_models import agenerate_from_stream, generate_from_stream
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.output_parsers import JsonOutputKeyToolsParser, JsonOutputParser, PydanticOutputParser, PydanticToolsParser
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
+from langchain_core.utils.pydantic import is_basemodel_subclass
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+
+from asymspec_agents import AsymSpecEngine, DecisionPolicy, GenerationConfig
+from asymspec_agents.chat import AsymSpecChat, ChatDelta
+from asymspec_agents.context import CompressionPolicy, DualViews
+from asymspec_agents.errors import InvalidInputError
+
+from .messages import final_chunk, with_format_instruction, text_chunk, to_core_messages, to_tool_choice, to_tool_specs, tool_call_chunk_of
+
+# Constructor arguments of hosted chat models (the standard tests pass them); a local pair has no use for them.
+REMOTE_ONLY_PARAMS = ("api_key", "base_url", "timeout", "max_retries")
+# Per-call keyword arguments (`invoke(..., temperature=0.7)`, `bind(...)`) -> GenerationConfig fields.
+CALL_OVERRIDES = {"max_tokens": "max_new_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+                  "seed": "seed", "mode": "mode", "beta": "beta", "gamma": "gamma", "cda": "cda", "k_max": "k_max"}
+BUNDLED_NAME = "SmolLM2-135M-Instruct"
+
+
+class ChatAsymSpec(BaseChatModel):
+    """A drafter that reads the whole conversation and a verifier that reads a compressed memory of it, decoded
+    with context-asymmetric speculative decoding, as a LangChain chat model.
+
+        llm = ChatAsymSpec.bundled(max_tokens=128)               # SmolLM2-135M-Instruct as verifier and drafter
+        llm = ChatAsymSpec(verifier="path/or/hub-id", drafter="small-one", mode="asymmetric", beta=1.0)
+        llm = ChatAsymSpec(engine=my_engine)                     # wrap an AsymSpecEngine already built
+
+    Models load on the first call, once per (verifier, drafter) in the process (`AsymSpecEngine.shared`); every
+    ChatAsymSpec on the same engine and compression policy shares one dual-view memory, so resending the whole
+    history each agent step only compresses and prefills what is new.
+
+    `bind_tools(tools, tool_choice=None|"auto"|"any"|"required"|"none"|<name>)` and `with_structured_output(schema,
+    method="json_schema"|"function_calling"|"json_mode")` are grammar-constrained (xgrammar). Each AI message carries
+    `usage_metadata` (input = the verifier's compressed view) and `response_metadata["asymspec"]` (speculation stats).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, extra="forbid")
+
+    verifier: str = "bundled"
+    """The verifier: a hub id, a local folder, a GGUF file, or "bundled"."""
+    drafter: str | None = "bundled"
+    """The drafter (same vocabulary); None allows only modes "full" and "compressed"."""
+    engine: Any = Field(default=None, exclude=True)
+    """An `AsymSpecEngine` to use instead of loading `verifier`/`drafter`."""
+    model_name: str | None = Field(default=None, alias="model")
+    """The name reported in metadata and traces; derived from the models when not given."""
+    mode: str = "asymmetric"
+    beta: float = 1.0
+    gamma: float = 1.0
+    cda: bool = True
+    k_max: int = 8
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = 0
+    stop: list[str] | None = Field(default=None, alias="stop_sequences")
+    """Stop strings (any length in tokens); never part of the output."""
+    compression: CompressionPolicy | None = None
+    """Budgets and compressors of the verifier's view (default: `CompressionPolicy()`)."""
+    decisions: DecisionPolicy | None = Field(default_factory=DecisionPolicy)
+    """Where the verifier decides at slot 0 (default: tool names and final answers); None disables."""
+    parallel_tool_calls: bool = False
+    """Whether one reply may hold several tool calls. Off by default: small models tend to repeat a call once
+    they have made it; `bind_tools(..., parallel_tool_calls=True)` turns it on per binding."""
+    streaming: bool = False
+    """Route `invoke` through streaming (LangChain's convention; the output is the same)."""
+
+    _core: AsymSpecChat | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_remote_params(cls, values: Any) -> Any:
+        if isinstance(values, dict):
+            values = {key: value for key, value in values.items() if key not in REMOTE_ONLY_PARAMS}
+        return values
+
+    @model_validator(mode="after")
+    def _check_settings(self) -> "ChatAsymSpec":
+        self.generation_config()  # raises ConfigError on out-of-range settings
+        return self
+
+    @classmethod
+    def bundled(cls, **kwargs: Any) -> "ChatAsymSpec":
+        """The bundled SmolLM2-135M-Instruct as both verifier and drafter."""
+        return cls(verifier="bundled", drafter="bundled", **kwargs)
+
+    # -----------------------------------------------------------------------------------------------------------
+    # LangChain metadata
+
+    @property
+    def _llm_type(self) -> str:
+        return "asymspec"
+
+    @property
+    def resolved_model_name(self) -> str:
+        if self.model_name:
+            return self.model_name
+        if self.engine is not None:
+            return getattr(self.engine.verifier.config, "_name_or_path", None) or "asymspec-engine"
+        verifier = BUNDLED_NAME if self.verifier == "bundled" else self.verifier
+        drafter = BUNDLED_NAME if self.drafter == "bundled" else self.drafter
+        return verifier if drafter in (None, verifier) else f"{verifier}+{drafter}"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.resolved_model_name, "verifier": self.verifier, "drafter": self.drafter,
+                "mode": self.mode, "beta": self.beta, "gamma": self.gamma, "cda": self.cda, "k_max": self.k_max,
+                "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "top_k": self.top_k, "seed": self.seed}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict:
+        params = {"ls_provider": "asymspec", "ls_model_name": kwargs.get("model", self.resolved_model_name),
+                  "ls_model_type": "chat", "ls_temperature": kwargs.get("temperature", self.temperature),
+                  "ls_max_tokens": kwargs.get("max_tokens", self.max_tokens)}
+        if stop or self.stop:
+            params["ls_stop"] = stop or self.stop
+        return params
+
+    # -----------------------------------------------------------------------------------------------------------
+    # The core, its settings, and the token counter
+
+    @property
+    def core(self) -> AsymSpecChat:
+        """The framework-neutral chat turn (loads the models on first use)."""
+        if self._core is None:
+            engine = self.engine if self.engine is not None else AsymSpecEngine.shared(self.verifier, self.drafter)
+            self._core = _shared_core(engine, self.compression)
+        return self._core
+
+    def generation_config(self, stop: list[str] | None = None, **overrides: Any) -> GenerationConfig:
+        settings = dict(mode=self.mode, max_new_tokens=self.max_tokens, beta=self.beta, gamma=self.gamma, cda=self.cda,
+                        temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, k_max=self.k_max,
+                        seed=self.seed, stop=list(stop if stop is not None else self.stop or []),
+                        decisions=self.decisions)
+        settings.update({CALL_OVERRIDES[key]: value for key, value in overrides.items()})
+        return GenerationConfig(**settings)
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence | None = None) -> int:
+        """Tokens the verifier reads for these messages (the compressed view, chat template included)."""
+        return self.core.count_tokens(to_core_messages(messages), to_tool_specs(tools) if tools else None)
+
+    def get_num_tokens(self, text: str) -> int:
+        return len(self.core.engine.tokenizer.encode(text, add_special_tokens=False))
+
+    def render_views(self, messages: list[BaseMessage], tools: Sequence | None = None) -> DualViews:
+        """The full and compressed views these messages render to (what the drafter and verifier read)."""
+        return self.core.context.render(to_core_messages(messages), tools=to_tool_specs(tools) if tools else None)
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Tools and structured output
+
+    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable | Any], *,
+                   tool_choice: str | dict | bool | None = None, parallel_tool_calls: bool | None = None,
+                   **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools; tool calls are constrained to these tools' names and argument schemas.
+
+        tool_choice: None/"auto" (the model decides), "any"/"required" (at least one call), "none" (no tools shown,
+        no calls), a tool name (call that tool). parallel_tool_calls=False allows one call per reply."""
+        formatted = to_tool_specs(tools)
+        choice = to_tool_choice(tool_choice, formatted)
+        names = [tool["function"]["name"] for tool in formatted]
+        if choice not in (None, "auto", "any", "required", "none") and choice not in names:
+            raise InvalidInputError(f"tool_choice {choice!r} names no bound tool; bound tools: {', '.join(names)}.")
+        if parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = parallel_tool_calls
+        return super().bind(tools=formatted, tool_choice=choice, **kwargs)
+
+    def with_structured_output(self, schema: dict | type | None = None, *, include_raw: bool = False,
+                               method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema",
+                               strict: bool | None = None, **kwargs: Any) -> Runnable[LanguageModelInput, dict | Any]:
+        """Replies parsed into `schema` (Pydantic class, TypedDict, or JSON schema dict).
+
+        Every method is grammar-constrained: "json_schema" and "json_mode" constrain the reply to one JSON value
+        of the schema ("json_mode" without a schema: any JSON object); "function_calling" forces one call of a tool
+        whose arguments are the schema. `strict` is accepted for compatibility: the grammar is always strict."""
+        if kwargs:
+            raise InvalidInputError(f"with_structured_output got unknown arguments {sorted(kwargs)}.")
+        if method not in ("json_schema", "function_calling", "json_mode"):
+            raise InvalidInputError(f"method {method!r} is unknown; use 'json_schema', 'function_calling' or 'json_mode'.")
+        if schema is None and method != "json_mode":
+            raise InvalidInputError(f"method {method!r} needs a schema; pass one, or use method='json_mode'.")
+        is_pydantic = isinstance(schema, type) and is_basemodel_subclass(schema)
+        trace = {"kwargs": {"method": method, "strict": strict}, "schema": schema} if schema is not None else None
+        if method == "function_calling":
+            name = convert_to_openai_tool(schema)["function"]["name"]
+            llm = self.bind_tools([schema], tool_choice=name, parallel_tool_calls=False, ls_structured_output_format=trace)
+            parser = (PydanticToolsParser(tools=[schema], first_tool_only=True) if is_pydantic
+                      else JsonOutputKeyToolsParser(key_name=name, first_tool_only=True))
+        else:
+            json_schema = convert_to_json_schema(schema) if schema is not None else {"type": "object"}
+            llm = self.bind(response_format=json_schema, **({"ls_structured_output_format": trace} if trace else {}))
+            parser = PydanticOutputParser(pydantic_object=schema) if is_pydantic else JsonOutputParser()
+        if not include_raw:
+            return llm | parser
+        parse = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser, parsing_error=lambda _: None)
+        no_parse = RunnablePassthrough.assign(parsed=lambda _: None)
+        return RunnableMap(raw=llm) | parse.with_fallbacks([no_parse], exception_key="parsing_error")
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Calls: one sync output path, run off the event loop for async
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        return generate_from_stream(self._stream(messages, stop, run_manager, **kwargs))
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        return await agenerate_from_stream(self._astream(messages, stop, run_manager, **kwargs))
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages, stop, kwargs):
+            if run_manager is not None:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        async for chunk in iterate_in_thread(self._chunks(messages, stop, kwargs)):
+            if run_manager is not None:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    def _chunks(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict) -> Iterator[ChatGenerationChunk]:
+        """The core's deltas as LangChain chunks: text, one chunk per completed tool call, then the final chunk."""
+        request = self._request(messages, stop, kwargs)
+        deltas = self.core.stream(**request)
+        calls = 0
+        try:
+            for delta in deltas:
+                for message in self._delta_messages(delta, calls):
+                    calls += bool(message.tool_call_chunks)
+                    yield ChatGenerationChunk(message=message)
+        finally:
+            deltas.close()  # an abandoned or cancelled call stops between blocks: the engine's caches stay consistent
+
+    def _delta_messages(self, delta: ChatDelta, calls: int) -> list:
+        out = []
+        if delta.text:
+            out.append(text_chunk(delta.text))
+        if delta.tool_call is not None:
+            out.append(tool_call_chunk_of(delta.tool_call, calls))
+        if delta.reply is not None:
+            out.append(final_chunk(delta.reply, self.resolved_model_name))
+        return out
+
+    def _request(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict) -> dict:
+        """Core request from LangChain's call: bound tools / response format, and per-call setting overrides."""
+        kwargs = dict(kwargs)
+        tools = kwargs.pop("tools", None)
+        tool_choice = kwargs.pop("tool_choice", None)
+        parallel = kwargs.pop("parallel_tool_calls", self.parallel_tool_calls)
+        response_format = kwargs.pop("response_format", None)
+        model = kwargs.pop("model", None)
+        if model is not None and model != self.resolved_model_name:
+            raise InvalidInputError(f"model={model!r}: ChatAsymSpec serves {self.resolved_model_name!r} only; build "
+                                    "another ChatAsymSpec(verifier=..., drafter=...) for another pair.")
+        unknown = sorted(set(kwargs) - set(CALL_OVERRIDES))
+        if unknown:
+            raise InvalidInputError(f"Unknown call arguments {unknown}; per-call settings are {', '.join(CALL_OVERRIDES)}.")
+        if response_format is not None and tools:
+            raise InvalidInputError("Pass either bound tools or a response format (structured output), not both.")
+        core_messages = to_core_messages(messages)
+        if response_format is not None:
+            core_messages = with_format_instruction(core_messages, response_format)
+        return dict(messages=core_messages, tools=tools, tool_choice=tool_choice,
+                    parallel_tool_calls=parallel, response_schema=response_format,
+                    config=self.generation_config(stop, **kwargs))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One AsymSpecChat (dual-view memory and grammar compiler) per engine and compression policy in the process.
+
+_cores: "weakref.WeakKeyDictionary[AsymSpecEngine, dict[str, AsymSpecChat]]" = weakref.WeakKeyDictionary()
+_cores_lock = threading.Lock()
+
+
+def _shared_core(engine: AsymSpecEngine, policy: CompressionPolicy | None) -> AsymSpecChat:
+    key = repr(policy or CompressionPolicy())
+    with _cores_lock:
+        per_engine = _cores.setdefault(engine, {})
+        if key not in per_engine:
+            per_engine[key] = AsymSpecChat(engine, policy=policy)
+        return per_engine[key]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Async: a sync iterator stepped in a worker thread
+
+
+_DONE = object()
+
+
+async def iterate_in_thread(iterator: Iterator) -> AsyncIterator:
+    """Yield from a blocking iterator without blocking the event loop: each `next` runs in the default executor.
+
+    Cancellation (or an abandoned async iterator) closes the iterator; a step already running in its thread
+    finishes first (the engine yields only between blocks), then the iterator is closed there."""
+    loop = asyncio.get_running_loop()
+    step: asyncio.Future | None = None
+    try:
+        while True:
+            step = loop.run_in_executor(None, next, iterator, _DONE)
+            item = await asyncio.shield(step)
+            step = None
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        if step is not None and not step.done():
+            step.add_done_callback(lambda _: iterator.close())
+        else:
+            iterator.close()  # cheap: the generator only unwinds (releases the engine, crops nothing more)

@@ -1,0 +1,37 @@
+"""The examples run offline on the bundled model, in well under 3 minutes each, and print what they promise."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+
+
+def run_example(name: str, *args: str) -> tuple[str, float]:
+    started = time.perf_counter()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=180,
+                         env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout, time.perf_counter() - started
+
+
+def test_langgraph_agent_example_prints_two_tool_calls_an_answer_and_the_stats_table():
+    stdout, seconds = run_example("langgraph_agent.py")
+    assert stdout.count(" calls search_python_docs(") + stdout.count(" calls calculator(") == 2, stdout
+    assert stdout.count(" returned ") == 2 and " answers: " in stdout
+    assert "ChatAsymSpec per-step speculation stats" in stdout and "decision pts (slot 0)" in stdout
+    assert seconds < 180
+
+
+def test_tool_calling_workflow_example_prints_a_tool_call_its_result_and_a_structured_answer():
+    stdout, seconds = run_example("tool_calling_workflow.py")
+    assert "1. tool call [{'name': " in stdout and "2. " in stdout and " returned " in stdout
+    assert "3. structured answer Answer(value=" in stdout, stdout
+    assert seconds < 180
