@@ -295,8 +295,8 @@ def render_markdown(results: dict) -> str:
                   "s/item", "verifier FLOPs × ceiling", "drafter GFLOPs"]
         table = []
         for r in results["accuracy"]:
-            gap = "—" if r["gap_closed"] is None else f"{r['gap_closed']:.2f}"
-            if r["gap_closed_ci"][0] is not None:
+            gap = "— (floor = ceiling)" if r["gap_closed"] is None else f"{r['gap_closed']:.2f}"
+            if r["gap_closed"] is not None and r["gap_closed_ci"][0] is not None:
                 gap += f" [{r['gap_closed_ci'][0]:.2f}, {r['gap_closed_ci'][1]:.2f}]"
             setting = r["compressor"] + (f" {r['ratio']}×" if r["ratio"] else "")
             name = r["system"] + (" (chosen on dev)" if r["chosen_on_dev"] else "")
