@@ -1,0 +1,451 @@
+"""AsymSpecLLM: asymspec-agents as a LlamaIndex `FunctionCallingLLM`.
+
+A thin translator: LlamaIndex `ChatMessage`s and tools become the core's messages and `ToolSpec`s, the core's
+`AsymSpecChat` renders the two views, decodes (tool calls grammar-constrained) and parses, and its `ChatReply`
+becomes a `ChatResponse`:
+
+    message.blocks          TextBlock(text) + one ToolCallBlock(tool_call_id, tool_name, tool_kwargs) per call
+    raw["usage"]            prompt_tokens (the verifier's compressed view), completion_tokens, total_tokens,
+                            full_prompt_tokens (the drafter's full view): what TokenCountingHandler reads
+    additional_kwargs       the same counts, "asymspec_stats" (GenerationStats.to_dict()), "compression" (report),
+                            "invalid_tool_calls" (calls the model wrote but that do not parse), "finish_reason"
+
+Retrieved passages ride on a user message as `additional_kwargs["passages"]` (core `Passage`s, dicts, or
+LlamaIndex `NodeWithScore`/`BaseNode`s): the drafter reads them whole, the verifier a query-aware compressed form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Optional, Sequence, Union
+
+from llama_index.core.base.llms.types import (ChatMessage, ChatResponse, ChatResponseAsyncGen, ChatResponseGen,
+                                              CompletionResponse, CompletionResponseAsyncGen, CompletionResponseGen,
+                                              ImageBlock, LLMMetadata, MessageRole, TextBlock, ThinkingBlock,
+                                              ToolCallBlock)
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.llms.llm import ToolSelection
+
+from asymspec_agents import AsymSpecEngine, GenerationConfig
+from asymspec_agents.chat import AsymSpecChat, ChatReply
+from asymspec_agents.context import (AssistantMessage, ImageItem, Passage, SystemMessage, ToolCall, ToolResult,
+                                     ToolSpec, UserMessage)
+from asymspec_agents.context.tool_format import ParsedToolCall
+from asymspec_agents.errors import InvalidInputError, InvalidMessageError
+
+GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
+ALIASES = {"max_tokens": "max_new_tokens"}  # LlamaIndex / OpenAI spelling -> GenerationConfig field
+CHAT_OPTIONS = {"tools", "tool_choice", "parallel_tool_calls", "response_schema", "query"}
+
+
+class AsymSpecLLM(FunctionCallingLLM):
+    """A drafter reads the whole conversation, a verifier a compressed memory of it; AsymSpec decoding joins them.
+
+        llm = AsymSpecLLM(verifier="bundled", drafter="bundled", max_new_tokens=256)
+        agent = FunctionAgent(tools=[...], llm=llm)
+
+    `engine=` takes an already built `AsymSpecEngine` instead of names (one engine per model pair per process:
+    names go through `AsymSpecEngine.shared`). `policy=` is the dual-view memory's `CompressionPolicy`.
+    Per call, keyword arguments named like `GenerationConfig` fields (and `max_tokens`) override the settings.
+    """
+
+    verifier: str = Field(default="bundled", description="Verifier: hub id, local folder, .gguf file or 'bundled'.")
+    drafter: Optional[str] = Field(default="bundled", description="Drafter sharing the verifier's vocabulary.")
+    mode: str = Field(default="asymmetric", description="full, compressed, symmetric, symmetric_full or asymmetric.")
+    max_new_tokens: int = Field(default=256, gt=0, description="Most tokens one reply may have.")
+    temperature: float = Field(default=0.0, ge=0.0, description="0 is greedy.")
+    beta: float = Field(default=1.0, ge=0.0, description="Weight of the drafter's full-vs-compressed contrast.")
+    gamma: float = Field(default=1.0, gt=0.0, le=1.0, description="Acceptance threshold (1 is exact verification).")
+    cda: bool = Field(default=True, description="Relax acceptance where the drafter's two views diverge.")
+    k_max: int = Field(default=8, ge=1, description="Longest draft block.")
+    seed: Optional[int] = Field(default=0, description="Sampling seed.")
+    model_name: Optional[str] = Field(default=None, description="Name in metadata; default 'asymspec:<verifier>+<drafter>'.")
+
+    _chat: AsymSpecChat = PrivateAttr()
+    _react_tools: Optional[list] = PrivateAttr(default=None)
+    _react_initial_choice: Optional[str] = PrivateAttr(default=None)
+
+    def __init__(self, *, engine: AsymSpecEngine | None = None, policy=None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if engine is None:
+            engine = AsymSpecEngine.shared(self.verifier, self.drafter)
+        elif self.model_name is None:  # the names describe no model when an engine is passed in
+            self.model_name = "asymspec:" + "+".join(_model_path(m) for m in (engine.verifier, engine.drafter) if m is not None)
+        self._chat = AsymSpecChat(engine, policy=policy, config=self.generation_config())
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AsymSpecLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(context_window=self._chat.engine.context_window, num_output=self.max_new_tokens,
+                           model_name=self.model_name or f"asymspec:{self.verifier}+{self.drafter}", is_chat_model=True,
+                           is_function_calling_model=True)
+
+    @property
+    def engine(self) -> AsymSpecEngine:
+        return self._chat.engine
+
+    @property
+    def chat_core(self) -> AsymSpecChat:
+        """The framework-neutral chat turn this class translates to (its dual-view memory and engine)."""
+        return self._chat
+
+    def generation_config(self) -> GenerationConfig:
+        return GenerationConfig(mode=self.mode, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                beta=self.beta, gamma=self.gamma, cda=self.cda, k_max=self.k_max, seed=self.seed)
+
+    def for_react(self, tools: Sequence[Any], initial_tool_choice: Optional[str] = None) -> "AsymSpecLLM":
+        """This LLM for `ReActAgent(tools=tools, llm=llm.for_react(tools))`: same engine and memory, but every reply
+        is one grammar-constrained ReAct step (`Thought:` line, then `Action:` one of `tools` with an `Action Input:`
+        valid for its schema, or `Answer:`). The ReAct prompt describes the tools, so the views add no tools block.
+
+        `initial_tool_choice` ("required" or a tool name), like FunctionAgent's: the step answering a fresh user
+        message (the last message is the user's and not an `Observation:`) must take an action."""
+        llm = self.model_copy()
+        llm._chat = self._chat
+        llm._react_tools = [to_tool_spec(tool) for tool in tools]
+        llm._react_initial_choice = initial_tool_choice
+        return llm
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Token counting for LlamaIndex budgets
+
+    @property
+    def tokenizer_fn(self) -> Callable[[str], list[int]]:
+        """Encode text with the verifier's tokenizer (no special tokens): for `Settings.tokenizer`,
+        `PromptHelper(tokenizer=...)` or memory token limits."""
+        tokenizer = self._chat.engine.tokenizer
+        return lambda text: tokenizer.encode(text, add_special_tokens=False)
+
+    def use_as_global_tokenizer(self) -> None:
+        """Make LlamaIndex count tokens with the verifier's tokenizer everywhere (`Settings.tokenizer`)."""
+        from llama_index.core import Settings
+
+        Settings.tokenizer = self.tokenizer_fn
+
+    def count_tokens(self, messages: Sequence[ChatMessage], tools: Sequence | None = None) -> int:
+        """Tokens the verifier reads for these messages (the compressed view)."""
+        return self._chat.count_tokens(to_core_messages(messages), [to_tool_spec(t) for t in tools or ()] or None)
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Chat and completion
+
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        core_messages = to_core_messages(messages)
+        reply = self._chat.reply(core_messages, **self._request(kwargs, core_messages))
+        return to_chat_response(reply)
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        core_messages = to_core_messages(messages)  # bad input fails on the call, not on the first chunk
+        request = self._request(kwargs, core_messages)
+        return self._stream_responses(core_messages, request)
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        reply = self._chat.reply([UserMessage(prompt)], **self._request(kwargs))
+        response = to_chat_response(reply)
+        return CompletionResponse(text=reply.text, raw=response.raw, additional_kwargs=response.additional_kwargs)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        responses = self._stream_responses([UserMessage(prompt)], self._request(kwargs))
+        return (CompletionResponse(text=r.message.content or "", delta=r.delta, raw=r.raw,
+                                   additional_kwargs=r.additional_kwargs) for r in responses)
+
+    @llm_chat_callback()
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        core_messages = to_core_messages(messages)
+        request = self._request(kwargs, core_messages)
+        last = None  # the engine runs in a worker thread; cancelling this call stops it between blocks
+        async for last in iterate_in_thread(lambda: self._stream_responses(core_messages, request)):
+            pass
+        return last
+
+    @llm_chat_callback()
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+        core_messages = to_core_messages(messages)
+        request = self._request(kwargs, core_messages)
+        return iterate_in_thread(lambda: self._stream_responses(core_messages, request))
+
+    @llm_completion_callback()
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return await asyncio.to_thread(self.complete, prompt, formatted, **kwargs)
+
+    @llm_completion_callback()
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
+        request = self._request(kwargs)
+        return iterate_in_thread(lambda: (
+            CompletionResponse(text=r.message.content or "", delta=r.delta, raw=r.raw,
+                               additional_kwargs=r.additional_kwargs)
+            for r in self._stream_responses([UserMessage(prompt)], request)))
+
+    # -----------------------------------------------------------------------------------------------------------
+    # Tools
+
+    def _prepare_chat_with_tools(self, tools: Sequence[Any], user_msg: Optional[Union[str, ChatMessage]] = None,
+                                 chat_history: Optional[list[ChatMessage]] = None, verbose: bool = False,
+                                 allow_parallel_tool_calls: bool = False, tool_required: bool = False,
+                                 **kwargs: Any) -> dict[str, Any]:
+        messages = list(chat_history or [])
+        if user_msg is not None:
+            messages.append(ChatMessage(role=MessageRole.USER, content=user_msg) if isinstance(user_msg, str) else user_msg)
+        tool_choice = kwargs.pop("tool_choice", None)
+        if tool_required and tool_choice in (None, "auto"):
+            tool_choice = "required"
+        return {"messages": messages, "tools": [to_tool_spec(tool) for tool in tools] or None,
+                "tool_choice": tool_choice, "parallel_tool_calls": allow_parallel_tool_calls, **kwargs}
+
+    def _validate_chat_with_tools_response(self, response: ChatResponse, tools: Sequence[Any],
+                                           allow_parallel_tool_calls: bool = False, **kwargs: Any) -> ChatResponse:
+        if not allow_parallel_tool_calls:
+            calls = [b for b in response.message.blocks if isinstance(b, ToolCallBlock)]
+            if len(calls) > 1:
+                response.message.blocks = [b for b in response.message.blocks
+                                           if not isinstance(b, ToolCallBlock) or b is calls[0]]
+        return response
+
+    def get_tool_calls_from_response(self, response: ChatResponse, error_on_no_tool_call: bool = True,
+                                     **kwargs: Any) -> list[ToolSelection]:
+        """The tool calls of a response, final or streamed (every streamed response holds the calls completed so
+        far). Calls the model wrote but that do not parse are in `response.additional_kwargs["invalid_tool_calls"]`."""
+        calls = [ToolSelection(tool_id=block.tool_call_id or "", tool_name=block.tool_name,
+                               tool_kwargs=_kwargs_dict(block.tool_kwargs))
+                 for block in response.message.blocks if isinstance(block, ToolCallBlock)]
+        if not calls and error_on_no_tool_call:
+            invalid = response.additional_kwargs.get("invalid_tool_calls") or []
+            detail = "; ".join(f"{c['name'] or '?'}: {c['error']}" for c in invalid)
+            raise ValueError("Expected at least one tool call, but the response has none"
+                             + (f" (malformed calls: {detail})." if detail else "."))
+        return calls
+
+    # -----------------------------------------------------------------------------------------------------------
+
+    def _request(self, kwargs: dict[str, Any], messages: Sequence[Any] = ()) -> dict[str, Any]:
+        """Split call keywords into chat options and GenerationConfig overrides; anything else is an error."""
+        kwargs = dict(kwargs)
+        kwargs.pop("formatted", None)  # completion prompts are always wrapped in the chat template
+        request = {key: kwargs.pop(key) for key in CHAT_OPTIONS if key in kwargs}
+        if request.get("tools") is not None:
+            request["tools"] = [to_tool_spec(tool) for tool in request["tools"]] or None
+        elif self._react_tools:
+            request.update(tools=self._react_tools, tool_format="react")
+            if self._react_initial_choice and "tool_choice" not in request and _answers_the_user(messages):
+                request["tool_choice"] = self._react_initial_choice
+        overrides = {ALIASES.get(key, key): kwargs.pop(key) for key in list(kwargs)
+                     if ALIASES.get(key, key) in GENERATION_FIELDS}
+        if kwargs:
+            raise InvalidInputError(
+                f"AsymSpecLLM does not know the options {sorted(kwargs)}; pass GenerationConfig fields "
+                f"({', '.join(sorted(GENERATION_FIELDS))}), max_tokens, or {', '.join(sorted(CHAT_OPTIONS))}.")
+        if overrides:
+            request["config"] = dataclasses.replace(self.generation_config(), **overrides)
+        else:
+            request["config"] = self.generation_config()
+        return request
+
+    def _stream_responses(self, messages: list, request: dict[str, Any]) -> Iterator[ChatResponse]:
+        text, calls = [], []
+        for delta in self._chat.stream(messages, **request):
+            if delta.reply is not None:
+                yield to_chat_response(delta.reply, delta="")
+                return
+            if delta.text:
+                text.append(delta.text)
+            if isinstance(delta.tool_call, ParsedToolCall):
+                calls.append(delta.tool_call)
+            if delta.text or isinstance(delta.tool_call, ParsedToolCall):
+                yield ChatResponse(message=_assistant_message("".join(text), calls), delta=delta.text)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LlamaIndex -> core
+
+
+def to_core_messages(messages: Sequence[ChatMessage]) -> list:
+    """LlamaIndex chat messages as the core's message objects (validated later by the dual-view memory)."""
+    out: list = []
+    names: dict[str, str] = {}  # tool_call_id -> tool name, for tool messages that carry only the id
+    for index, message in enumerate(messages):
+        role = MessageRole(message.role) if not isinstance(message.role, MessageRole) else message.role
+        if role in (MessageRole.SYSTEM, MessageRole.DEVELOPER):
+            out.append(SystemMessage(_text(message, index)))
+        elif role == MessageRole.USER:
+            out.append(UserMessage(_text(message, index), passages=to_passages(message.additional_kwargs.get("passages")),
+                                   images=[_image(block) for block in message.blocks if isinstance(block, ImageBlock)]))
+        elif role in (MessageRole.ASSISTANT, MessageRole.CHATBOT, MessageRole.MODEL):
+            calls = _tool_calls(message)
+            names.update((call.id, call.name) for call in calls)
+            out.append(AssistantMessage(_text(message, index), tool_calls=calls))
+        elif role in (MessageRole.TOOL, MessageRole.FUNCTION):
+            call_id = message.additional_kwargs.get("tool_call_id") or ""
+            name = message.additional_kwargs.get("name") or names.get(call_id, "")
+            out.append(ToolResult(call_id, name, _text(message, index), bool(message.additional_kwargs.get("is_error"))))
+        else:
+            raise InvalidMessageError(f"Message {index} has role {role.value!r}, which AsymSpecLLM cannot render; use "
+                                      "system, user, assistant or tool.")
+    return out
+
+
+def to_tool_spec(tool: Any) -> ToolSpec:
+    """A LlamaIndex tool (anything with `.metadata: ToolMetadata`), a core ToolSpec, or an OpenAI-style dict."""
+    if isinstance(tool, (ToolSpec, dict)):
+        return tool if isinstance(tool, ToolSpec) else ToolSpec.from_dict(tool)
+    metadata = getattr(tool, "metadata", None)
+    if metadata is None or not hasattr(metadata, "get_parameters_dict"):
+        raise InvalidInputError(f"A tool is a {type(tool).__name__}; pass a LlamaIndex tool (FunctionTool, "
+                                "QueryEngineTool, ...), a ToolSpec or an OpenAI-style dict.")
+    return ToolSpec(metadata.get_name(), metadata.description or "", metadata.get_parameters_dict())
+
+
+def to_passages(items: Sequence[Any] | None) -> list[Passage]:
+    """Retrieved nodes (NodeWithScore or BaseNode), dicts or Passages as the core's Passages."""
+    passages = []
+    for item in items or ():
+        if isinstance(item, Passage):
+            passages.append(item)
+        elif isinstance(item, dict):
+            passages.append(Passage(**item))
+        elif hasattr(item, "node") and hasattr(item, "score"):  # NodeWithScore
+            passages.append(_node_passage(item.node, item.score))
+        elif hasattr(item, "get_content") and hasattr(item, "node_id"):  # BaseNode
+            passages.append(_node_passage(item, None))
+        else:
+            raise InvalidMessageError(f"A passage is a {type(item).__name__}; pass NodeWithScore, a node, a dict or "
+                                      "a Passage.")
+    return passages
+
+
+def _node_passage(node: Any, score: float | None) -> Passage:
+    metadata = getattr(node, "metadata", {}) or {}
+    source = next((str(metadata[key]) for key in ("source", "title", "file_name", "file_path") if metadata.get(key)), None)
+    return Passage(node.get_content(), source=source, id=node.node_id, score=score)
+
+
+def _text(message: ChatMessage, index: int) -> str:
+    parts = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif not isinstance(block, (ToolCallBlock, ImageBlock, ThinkingBlock)):
+            raise InvalidMessageError(f"Message {index} holds a {type(block).__name__}, which AsymSpecLLM cannot "
+                                      "render; send text, images (user turns) or tool calls (assistant turns).")
+    return "\n".join(parts)
+
+
+def _image(block: ImageBlock) -> ImageItem:
+    source = block.image or block.path or block.url
+    if source is None:
+        raise InvalidMessageError("An ImageBlock holds no image, path or url.")
+    return ImageItem(source if isinstance(source, bytes) else str(source))
+
+
+def _tool_calls(message: ChatMessage) -> list[ToolCall]:
+    calls = [ToolCall(block.tool_call_id or "", block.tool_name, _kwargs_dict(block.tool_kwargs))
+             for block in message.blocks if isinstance(block, ToolCallBlock)]
+    if not calls:  # older integrations keep OpenAI-style dicts here
+        for call in message.additional_kwargs.get("tool_calls") or []:
+            call = call if isinstance(call, dict) else call.model_dump() if hasattr(call, "model_dump") else vars(call)
+            function = call.get("function", call)
+            calls.append(ToolCall(call.get("id") or "", function.get("name") or "", function.get("arguments") or {}))
+    return calls
+
+
+def _answers_the_user(messages: Sequence[Any]) -> bool:
+    """The next reply is the first step on a user's message (ReAct observations come as user turns)."""
+    return bool(messages) and isinstance(messages[-1], UserMessage) and not messages[-1].content.startswith("Observation:")
+
+
+def _model_path(model: Any) -> str:
+    return getattr(model.config, "_name_or_path", "") or type(model).__name__
+
+
+def _kwargs_dict(kwargs: dict | str) -> dict:
+    if isinstance(kwargs, dict):
+        return kwargs
+    try:
+        value = json.loads(kwargs) if kwargs.strip() else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# core -> LlamaIndex
+
+
+def to_chat_response(reply: ChatReply, delta: str | None = None) -> ChatResponse:
+    """The final response: text and tool calls in the message, usage and speculation stats beside it."""
+    usage = {"prompt_tokens": reply.usage.input_tokens, "completion_tokens": reply.usage.output_tokens,
+             "total_tokens": reply.usage.total_tokens, "full_prompt_tokens": reply.usage.full_input_tokens}
+    stats = reply.stats.to_dict()
+    compression = reply.views.report.to_dict() if reply.views is not None else None
+    invalid = [{"name": c.name, "raw": c.raw, "error": c.error} for c in reply.invalid_tool_calls]
+    extra = {**usage, "asymspec_stats": stats, "compression": compression, "finish_reason": reply.finish_reason,
+             "invalid_tool_calls": invalid}
+    raw = {"usage": usage, "stats": stats, "finish_reason": reply.finish_reason, "raw_text": reply.raw_text}
+    return ChatResponse(message=_assistant_message(reply.text, reply.tool_calls), raw=raw, delta=delta,
+                        additional_kwargs=extra)
+
+
+def _assistant_message(text: str, calls: list[ParsedToolCall]) -> ChatMessage:
+    blocks: list = [TextBlock(text=text)] if text or not calls else []
+    blocks += [ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=c.arguments) for c in calls]
+    return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Async streaming: the engine's generator runs in a worker thread, the event loop only awaits a queue
+
+
+_DONE = object()
+
+
+def iterate_in_thread(make_iterator: Callable[[], Iterator[Any]]) -> AsyncIterator[Any]:
+    """An async generator over a blocking iterator that runs in a worker thread. Closing the async generator
+    early stops the worker at its next item and closes the blocking iterator (releasing the engine)."""
+
+    async def generate():
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        stop = threading.Event()
+
+        def work():
+            iterator = make_iterator()
+            try:
+                for item in iterator:
+                    if stop.is_set():
+                        break
+                    loop.call_soon_threadsafe(queue.put_nowait, (item, None))
+            except BaseException as exc:  # handed to the consumer, raised there
+                loop.call_soon_threadsafe(queue.put_nowait, (_DONE, exc))
+                return
+            finally:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+            loop.call_soon_threadsafe(queue.put_nowait, (_DONE, None))
+
+        worker = loop.run_in_executor(None, work)
+        try:
+            while True:
+                item, error = await queue.get()
+                if error is not None:
+                    raise error
+                if item is _DONE:
+                    break
+                yield item
+        finally:
+            stop.set()
+            await worker
+
+    return generate()
