@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import threading
+from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,17 +28,36 @@ _loaded: dict[tuple, tuple] = {}
 _load_lock = threading.Lock()
 
 
-def load_model(source: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device: str = "cpu"):
+def load_model(source: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device: str = "cpu",
+               adapter: str | os.PathLike | None = None):
     """Load `(model, tokenizer)` from `"bundled"`, a GGUF file, a local folder or a hub id.
 
-    Models already loaded in this process with the same source, dtype and device are shared, not reloaded.
+    `adapter`: a peft (LoRA) adapter folder, e.g. from `asymspec train-drafter`, merged into the weights.
+    Models already loaded in this process with the same source, dtype, device and adapter are shared, not reloaded.
     """
-    key = (str(source), dtype, device)
+    key = (str(source), dtype, device) + ((str(adapter),) if adapter is not None else ())
     with _load_lock:
         if key not in _loaded:
             folder, gguf_file = resolve_source(source)
-            _loaded[key] = _load_folder(folder, gguf_file, dtype, device)
+            model, tokenizer = _load_folder(folder, gguf_file, dtype, device)  # a fresh copy: merging changes it
+            _loaded[key] = (merge_adapter(model, adapter, copy=False) if adapter is not None else model, tokenizer)
         return _loaded[key]
+
+
+def merge_adapter(model, adapter: str | os.PathLike, *, copy: bool = True):
+    """`model` with the peft adapter saved in folder `adapter` merged into its weights (a plain model again).
+
+    `copy=True` merges into a deep copy and leaves `model` as it was (it may be shared, e.g. as the verifier).
+    """
+    path = Path(adapter).expanduser()
+    if not (path / "adapter_config.json").is_file():
+        raise ModelLoadError(f"{path} holds no adapter_config.json; pass the folder `asymspec train-drafter` wrote the adapter to.")
+    try:
+        from peft import PeftModel
+    except ImportError as exc:
+        raise ModelLoadError("Loading an adapter needs peft: `pip install 'asymspec-agents[train]'`.") from exc
+    base = deepcopy(model) if copy else model
+    return PeftModel.from_pretrained(base, str(path)).merge_and_unload().eval()
 
 
 def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:

@@ -63,12 +63,15 @@ class AsymSpecEngine:
 
     @classmethod
     def from_pretrained(cls, verifier: str = "bundled", drafter: str | None = None, *,
-                        dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32") -> "AsymSpecEngine":
-        """Load from hub ids, local folders, GGUF files or "bundled". `drafter=None` allows only `full`/`compressed`."""
+                        dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
+                        drafter_adapter: str | None = None) -> "AsymSpecEngine":
+        """Load from hub ids, local folders, GGUF files or "bundled". `drafter=None` allows only `full`/`compressed`.
+
+        `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`)."""
         verifier_model, tokenizer = load_model(verifier, dtype=dtype, device=device)
         drafter_model = drafter_tokenizer = None
         if drafter is not None:
-            drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device)
+            drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device, adapter=drafter_adapter)
         return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer, kv_cache=kv_cache)
 
     @classmethod
