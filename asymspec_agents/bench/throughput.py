@@ -169,7 +169,8 @@ def write_outputs(report: dict, prefix: str) -> None:
     cost_rows = [[e["prompt_tokens"], *(f"{e['forward_costs']['full'][k] / e['forward_costs']['full'][1]:.2f}" for k in KS),
                   f"{e['forward_costs']['full'][1] * 1000:.1f}"] for e in report["lengths"]]
     text = ("# Throughput (bundled SmolLM2-135M-Instruct, greedy, identical drafter, medians of "
-            f"{report['settings']['repeats']} interleaved runs, {report['settings']['new_tokens']} new tokens)\n\n"
+            f"{report['settings']['repeats']} interleaved runs, {report['settings']['new_tokens']} new tokens, "
+            f"{report['torch_threads']} torch thread(s))\n\n"
             + markdown_table(header, rows)
             + "\n## One verifier forward over k new tokens, relative to k = 1\n\n"
             + markdown_table(["prompt", *(f"k={k}" for k in KS), "k=1 ms"], cost_rows))
