@@ -382,3 +382,16 @@ def test_function_agent_runs_a_forced_call_and_renders_its_result_back(llm):
     assert any(m.role == "tool" and m.additional_kwargs["tool_call_id"] == results[0].tool_id
                and m.content == results[0].tool_output.content for m in second_input)
     assert output.raw["usage"]["completion_tokens"] > 0
+
+
+def test_decision_policy_is_a_setting_and_reaches_the_engine():
+    from asymspec_agents import DecisionPolicy
+    from llama_index.core.llms import ChatMessage
+
+    pair = tiny_random_pair(seed=0, same=True)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    llm = AsymSpecLLM(engine=engine, max_new_tokens=40, decisions=DecisionPolicy(triggers=(r"[A-Z]$",)))
+    stats = llm.chat([ChatMessage(role="user", content="Hello")]).additional_kwargs["asymspec_stats"]
+    assert stats["decision_points"] > 0 and stats["decision_points_at_slot0"] == stats["decision_points"]
+    off = AsymSpecLLM(engine=engine, max_new_tokens=40, decisions=None)
+    assert off.chat([ChatMessage(role="user", content="Hello")]).additional_kwargs["asymspec_stats"]["decision_points"] == 0

@@ -32,7 +32,7 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
 
-from asymspec_agents import AsymSpecEngine, GenerationConfig
+from asymspec_agents import AsymSpecEngine, DecisionPolicy, GenerationConfig
 from asymspec_agents.chat import AsymSpecChat, ChatReply
 from asymspec_agents.context import (AssistantMessage, ImageItem, Passage, SystemMessage, ToolCall, ToolResult,
                                      ToolSpec, UserMessage)
@@ -65,6 +65,9 @@ class AsymSpecLLM(FunctionCallingLLM):
     cda: bool = Field(default=True, description="Relax acceptance where the drafter's two views diverge.")
     k_max: int = Field(default=8, ge=1, description="Longest draft block.")
     seed: Optional[int] = Field(default=0, description="Sampling seed.")
+    decisions: Optional[DecisionPolicy] = Field(
+        default_factory=DecisionPolicy, exclude=True,
+        description="Decision points the verifier decodes itself at slot 0 (tool names, final answers); None: off.")
     model_name: Optional[str] = Field(default=None, description="Name in metadata; default 'asymspec:<verifier>+<drafter>'.")
 
     _chat: AsymSpecChat = PrivateAttr()
@@ -100,7 +103,8 @@ class AsymSpecLLM(FunctionCallingLLM):
 
     def generation_config(self) -> GenerationConfig:
         return GenerationConfig(mode=self.mode, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                beta=self.beta, gamma=self.gamma, cda=self.cda, k_max=self.k_max, seed=self.seed)
+                                beta=self.beta, gamma=self.gamma, cda=self.cda, k_max=self.k_max, seed=self.seed,
+                                decisions=self.decisions)
 
     def for_react(self, tools: Sequence[Any], initial_tool_choice: Optional[str] = None) -> "AsymSpecLLM":
         """This LLM for `ReActAgent(tools=tools, llm=llm.for_react(tools))`: same engine and memory, but every reply
