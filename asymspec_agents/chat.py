@@ -53,19 +53,6 @@ class ChatDelta:
     reply: ChatReply | None = None
 
 
-@dataclass
-class ChatRequest:
-    messages: Sequence
-    tools: Sequence | None = None
-    tool_choice: str | None = None  # None/"auto", "any"/"required", "none", or a tool name
-    parallel_tool_calls: bool = True
-    response_schema: dict | None = None  # JSON schema: the reply is one JSON value of it
-    config: GenerationConfig | None = None
-    query: str | None = None
-    overrides: dict = field(default_factory=dict)
-    tool_format: str = "hermes"  # "hermes": tools in the views, <tool_call> blocks; "react": see AsymSpecChat.stream
-
-
 class AsymSpecChat:
     """One engine and one dual-view memory (whose compression cache persists across calls)."""
 
@@ -90,12 +77,10 @@ class AsymSpecChat:
         (the framework's ReAct parser reads it)."""
         if tool_format not in ("hermes", "react"):
             raise InvalidInputError(f"tool_format must be 'hermes' or 'react', got {tool_format!r}.")
-        request = ChatRequest(messages, tools, tool_choice, parallel_tool_calls, response_schema, config, query, overrides,
-                              tool_format)
         specs = _specs(tools) if tools else []
         render_tools = specs if tool_choice != "none" and tool_format == "hermes" else []
         views = self.context.render(messages, tools=render_tools or None, query=query)
-        constraint = self._constraint(request, specs)
+        constraint = self._constraint(specs, tool_choice, parallel_tool_calls, response_schema, tool_format)
         config = replace(config or self.config, **overrides) if overrides else (config or self.config)
         splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)
         raw, token_ids = [], []
@@ -122,17 +107,19 @@ class AsymSpecChat:
                 self._grammars = GrammarBuilder(self.engine.tokenizer, max_rollback_tokens=4 * self.config.k_max + 8)
             return self._grammars
 
-    def _constraint(self, request: ChatRequest, specs: list[ToolSpec]):
-        if request.response_schema is not None:
-            return self.grammars.json_schema(request.response_schema)
-        if request.tool_format == "react" and specs and request.tool_choice != "none":
-            return self.grammars.react_steps([{"name": s.name, "parameters": s.parameters} for s in specs], request.tool_choice)
+    def _constraint(self, specs: list[ToolSpec], tool_choice: str | None, parallel: bool,
+                    response_schema: dict | None, tool_format: str):
+        """The grammar a request needs: a response schema, ReAct steps, tool calls, or none for free text."""
+        if response_schema is not None:
+            return self.grammars.json_schema(response_schema)
+        tools = [{"name": s.name, "parameters": s.parameters} for s in specs]
+        if tool_format == "react" and specs and tool_choice != "none":
+            return self.grammars.react_steps(tools, tool_choice)
         if not specs:
-            if request.tool_choice not in (None, "auto", "none"):
-                raise InvalidInputError(f"tool_choice={request.tool_choice!r} needs bound tools; bind some first.")
+            if tool_choice not in (None, "auto", "none"):
+                raise InvalidInputError(f"tool_choice={tool_choice!r} needs bound tools; bind some first.")
             return None
-        return self.grammars.tool_calls([{"name": s.name, "parameters": s.parameters} for s in specs],
-                                        request.tool_choice, request.parallel_tool_calls)
+        return self.grammars.tool_calls(tools, tool_choice, parallel)
 
     @staticmethod
     def _reply(raw_text: str, token_ids: list[int], last_chunk, views: DualViews, splitter: "ToolCallSplitter") -> ChatReply:
