@@ -59,7 +59,9 @@ class AsymSpecChat:
     def __init__(self, engine: AsymSpecEngine, *, policy=None, config: GenerationConfig | None = None, context=None):
         self.engine = engine
         self.config = config or GenerationConfig()
-        self.context = context or DualContext(engine.tokenizer, policy, drafter=engine.drafter)
+        # surprisal pruning scores verifier-token ids with the drafter: only possible when they share a vocabulary
+        drafter = engine.drafter if engine.bridge is None else None
+        self.context = context or DualContext(engine.tokenizer, policy, drafter=drafter)
         self._grammars = None
         self._grammar_lock = threading.Lock()
 
@@ -82,6 +84,9 @@ class AsymSpecChat:
         views = self.context.render(messages, tools=render_tools or None, query=query)
         constraint = self._constraint(specs, tool_choice, parallel_tool_calls, response_schema, tool_format)
         config = replace(config or self.config, **overrides) if overrides else (config or self.config)
+        turn_ends = [s for s in self.context.format.stop if s not in config.stop]
+        if turn_ends:  # a base model's plain transcript: the reply ends where the next user turn would begin
+            config = replace(config, stop=[*config.stop, *turn_ends])
         splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)
         raw, token_ids = [], []
         for chunk in self.engine.stream(views.full_ids, views.comp_ids, config, constraint=constraint):

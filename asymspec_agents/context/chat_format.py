@@ -14,28 +14,38 @@ from __future__ import annotations
 
 from ..errors import ConfigError, InvalidMessageError
 
-CHATML_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+# Base models (no chat template, e.g. Gemma-3-270M): a plain transcript, the format pretraining text uses most:
+#
+#     <bos>{system}\n\nUser: {text}\n\nAssistant: {text}\n\nTool: {text}\n\nAssistant:
+#
+# A base model has no end-of-turn token, so a reply ends where the model starts the next user turn (PLAIN_STOP).
+PLAIN_TEMPLATE = (
+    "{{ bos_token or '' }}{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{{ message['content'] + '\n\n' }}{% else %}{{ message['role'] | capitalize }}{{ ': ' + message['content'] + '\n\n' }}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
 )
+PLAIN_STOP = ["\nUser:"]
 _PROBE = ("\u2063P0\u2063", "\u2063P1\u2063", "\u2063P2\u2063")  # content nothing real contains
 
 
 def chat_format(tokenizer) -> ChatFormat:
     """The fast per-role format when the template allows it, else the prefix-diff format."""
-    template = getattr(tokenizer, "chat_template", None) or CHATML_TEMPLATE  # base models: plain ChatML
+    template = getattr(tokenizer, "chat_template", None)
     if isinstance(template, dict):  # several named templates: the default one renders chat
         template = template.get("default") or next(iter(template.values()))
     try:
-        return RoleFormat(tokenizer, template)
+        chat = RoleFormat(tokenizer, template or PLAIN_TEMPLATE)
     except _NotUniform:
-        return DiffFormat(tokenizer, template)
+        chat = DiffFormat(tokenizer, template or PLAIN_TEMPLATE)
+    chat.stop = () if template else tuple(PLAIN_STOP)
+    return chat
 
 
 class ChatFormat:
     """`segments(turns)` -> one text per turn; `generation_prompt(turns)` -> the text that opens the reply."""
 
     tool_role: str = "tool"  # role of tool-result turns: "tool", or "user" where the template rejects "tool"
+    stop: tuple[str, ...] = ()  # stop strings that end a reply (the plain format of base models has no end-of-turn token)
     append_stable: bool = True
 
     def segments(self, turns: list[tuple[str, str]]) -> list[str]:

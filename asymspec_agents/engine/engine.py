@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -10,7 +11,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..errors import ConfigError, ContextTooLongError, InvalidInputError
-from ..models import check_shared_vocabulary, load_model
+from ..errors import VocabularyMismatchError
+from ..models import check_shared_vocabulary, load_model, resolve_pair
+from .bridge import VocabularyBridge
 from .config import MODES, GenerationConfig
 from .constraints import TokenConstraint
 from .kv_cache import PRECISIONS
@@ -39,20 +42,35 @@ class GenerationResult:
 
 
 class AsymSpecEngine:
-    """A verifier and (optionally) a drafter sharing one vocabulary, with prefix KV caches reused across calls.
+    """A verifier and (optionally) a drafter, with prefix KV caches reused across calls.
 
+    When the drafter's tokenizer differs from the verifier's (another model family), a `VocabularyBridge` maps
+    between them; token ids passed in and returned are always the verifier's.
     One call runs at a time per engine (calls are serialized by a lock); the caches follow the latest call.
     """
 
-    def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32"):
-        """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py)."""
+    def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",
+                 bridge_vocabularies: bool = True):
+        """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py).
+        `drafter_tokenizer`: the drafter's own tokenizer when it is not the verifier's; if the two vocabularies
+        differ they are bridged (`bridge_vocabularies=False` refuses such a pair instead)."""
         if tokenizer is None:
             raise ConfigError("AsymSpecEngine needs the verifier's tokenizer: AsymSpecEngine(verifier, drafter, tokenizer).")
         self.verifier, self.drafter, self.tokenizer = verifier, drafter, tokenizer
-        self.vocab_size = check_shared_vocabulary(
-            tokenizer, drafter_tokenizer if drafter_tokenizer is not None else tokenizer, verifier, drafter
-        )
+        self.drafter_tokenizer = drafter_tokenizer if drafter_tokenizer is not None else tokenizer
         self.eos_token_ids = _eos_ids(tokenizer, verifier)
+        self.bridge: VocabularyBridge | None = None
+        try:
+            self.vocab_size = check_shared_vocabulary(tokenizer, self.drafter_tokenizer, verifier, drafter)
+        except VocabularyMismatchError:
+            if not bridge_vocabularies or drafter_tokenizer is None or drafter is None:
+                raise
+            self.vocab_size = check_shared_vocabulary(tokenizer, tokenizer, verifier)
+            drafter_vocab = check_shared_vocabulary(drafter_tokenizer, drafter_tokenizer, drafter)
+            self.bridge = VocabularyBridge(tokenizer, drafter_tokenizer, verifier_vocab=self.vocab_size,
+                                           drafter_vocab=drafter_vocab, verifier_eos=self.eos_token_ids,
+                                           drafter_eos=_eos_ids(drafter_tokenizer, drafter))
+            print(f"asymspec: {self.bridge.describe()}", file=sys.stderr)
         models = [m for m in (verifier, drafter) if m is not None]
         self.context_window = min(_window(m) for m in models)
         if kv_cache not in PRECISIONS:
@@ -65,9 +83,12 @@ class AsymSpecEngine:
     def from_pretrained(cls, verifier: str = "bundled", drafter: str | None = None, *,
                         dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
                         drafter_adapter: str | None = None) -> "AsymSpecEngine":
-        """Load from hub ids, local folders, GGUF files or "bundled". `drafter=None` allows only `full`/`compressed`.
+        """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct) or "bundled-gemma"
+        (Gemma-3-270M base). `drafter=None` allows only `full`/`compressed`, except for a pair name:
+        `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
 
         `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`)."""
+        verifier, drafter = resolve_pair(verifier, drafter)
         verifier_model, tokenizer = load_model(verifier, dtype=dtype, device=device)
         drafter_model = drafter_tokenizer = None
         if drafter is not None:
@@ -79,6 +100,7 @@ class AsymSpecEngine:
                dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32") -> "AsymSpecEngine":
         """One engine per (verifier, drafter, dtype, device) in this process: chat models built with the same
         names share its models and caches instead of loading them again."""
+        verifier, drafter = resolve_pair(verifier, drafter)
         key = (str(verifier), None if drafter is None else str(drafter), dtype, device, kv_cache)
         with _shared_lock:
             if key not in _shared:
@@ -112,10 +134,12 @@ class AsymSpecEngine:
         it (or on a conversation extending it) start from a warm cache."""
         config = GenerationConfig(decisions=None)
         prompts = self._prompts(full_ids, comp_ids, config)
-        roles = [("verifier", "full"), ("verifier", "comp")] + ([("drafter", "full"), ("drafter", "comp")] if self.drafter is not None else [])
+        drafter_prompts = self._drafter_prompts(prompts)
         with self._lock:
-            for role, view in roles:
-                self._stream_for(role, view).sync(prompts[view])
+            for view in ("full", "comp"):
+                self._stream_for("verifier", view).sync(prompts[view])
+                if self.drafter is not None:
+                    self._stream_for("drafter", view).sync(drafter_prompts[view])
 
     def reset(self) -> None:
         """Forget every cached prefix."""
@@ -162,17 +186,29 @@ class AsymSpecEngine:
         verify = self._stream_for("verifier", verify_view)
         draft = self._stream_for("drafter", draft_view) if draft_view else None
         contrast_stream = self._stream_for("drafter", "comp") if contrast else None
-        longest = max(len(prompts[s.view]) for s in (verify, draft, contrast_stream) if s is not None)
+        drafter_prompts = self._drafter_prompts(prompts) if draft_view else prompts
+        longest = len(prompts[verify_view])
+        for stream in (draft, contrast_stream):
+            if stream is not None:
+                longest = max(longest, self._check_window(drafter_prompts[stream.view], stream.view, "drafter's"))
         max_new = min(config.max_new_tokens, self.context_window - longest)
         return DecodingLoop(config=config, prompts=prompts, verify=verify, draft=draft, contrast=contrast_stream,
                             tokenizer=self.tokenizer, eos_ids=self.eos_token_ids, max_new_tokens=max_new, stats=stats,
-                            constraint=constraint)
+                            constraint=constraint, bridge=self.bridge if draft_view else None,
+                            drafter_prompts=drafter_prompts)
+
+    def _drafter_prompts(self, prompts: dict[str, list[int]]) -> dict[str, list[int]]:
+        """The views in the drafter's tokens: the same ids, or re-encoded text across a vocabulary bridge."""
+        if self.bridge is None:
+            return prompts
+        return {view: self.bridge.drafter_prompt(ids) for view, ids in prompts.items()}
 
     def _stream_for(self, role: str, view: str) -> KVStream:
         key = (role, view)
         if key not in self._streams:
             model = self.verifier if role == "verifier" else self.drafter
-            self._streams[key] = KVStream(model, role, view, self.vocab_size, self.kv_cache)
+            vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
+            self._streams[key] = KVStream(model, role, view, vocab, self.kv_cache)
         stream = self._streams[key]
         stream.stats = type(stream.stats)(role, view)
         return stream
@@ -186,12 +222,16 @@ class AsymSpecEngine:
         views = {"full": full, "comp": comp}
         used = {verify_view} | ({draft_view} if draft_view else set()) | ({"comp"} if contrast else set())
         for view in used:
-            if len(views[view]) >= self.context_window:
-                raise ContextTooLongError(
-                    f"The {view} view has {len(views[view])} tokens but the models' context window is "
-                    f"{self.context_window}; compress the conversation harder or drop old turns."
-                )
+            self._check_window(views[view], view)
         return views
+
+    def _check_window(self, ids: list[int], view: str, whose: str = "") -> int:
+        if len(ids) >= self.context_window:
+            raise ContextTooLongError(
+                f"The {view} view has {len(ids)} {whose + ' ' if whose else ''}tokens but the models' context window "
+                f"is {self.context_window}; compress the conversation harder or drop old turns."
+            )
+        return len(ids)
 
     def _checked_ids(self, ids, name: str) -> list[int]:
         if isinstance(ids, torch.Tensor):

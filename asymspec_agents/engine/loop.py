@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import torch
 
 from . import fusion
+from .bridge import DraftTranscript, VocabularyBridge
 from .config import GenerationConfig
 from .constraints import TokenConstraint
 from .stats import ACCEPTED, BONUS, CORRECTION, VERIFIER, GenerationStats
@@ -20,9 +21,14 @@ from .streams import KVStream
 class DecodingLoop:
     def __init__(self, *, config: GenerationConfig, prompts: dict[str, list[int]], verify: KVStream,
                  draft: KVStream | None, contrast: KVStream | None, tokenizer, eos_ids: set[int],
-                 max_new_tokens: int, stats: GenerationStats, constraint: TokenConstraint | None = None):
+                 max_new_tokens: int, stats: GenerationStats, constraint: TokenConstraint | None = None,
+                 bridge: VocabularyBridge | None = None, drafter_prompts: dict[str, list[int]] | None = None):
         self.config = config
         self.prompts = prompts  # view -> prompt ids
+        # Across a vocabulary bridge the drafter reads the same text in its own tokens; otherwise the same ids.
+        self.bridge = bridge
+        self.drafter_prompts = drafter_prompts if bridge is not None else prompts
+        self.transcript = DraftTranscript(bridge) if bridge is not None else None
         self.verify, self.draft, self.contrast = verify, draft, contrast
         self.tokenizer = tokenizer
         self.eos_ids = eos_ids
@@ -42,7 +48,7 @@ class DecodingLoop:
     def run(self) -> Iterator[list[int]]:
         """Yield the tokens committed by each block until EOS or the token budget."""
         for stream in self.streams:
-            stream.sync(self.prompts[stream.view])
+            stream.sync(self._prompt(stream))
         while self.finish_reason is None:
             committed = self._speculative_block() if self.draft else self._verifier_step()
             yield self._commit(committed)
@@ -58,10 +64,11 @@ class DecodingLoop:
     def _speculative_block(self) -> list[tuple[int, int, str, bool]]:
         cfg = self.config
         k_target = min(self.k, self.max_new_tokens - len(self.generated) - 1)
-        drafts, a_rows, q_rows, masks, decision_now, decision_next = self._draft_tokens(k_target)
+        drafts, drafter_drafts, a_rows, q_rows, masks, decision_now, decision_next = self._draft_tokens(k_target)
         k = len(drafts)
         t_rows = self.verify.forward(self._unread(self.verify) + drafts)[-k - 1:]  # [k+1, vocab]
-        b_rows = self.contrast.forward(self._unread(self.contrast) + drafts)[-k - 1:] if self.contrast else None
+        b_rows = (self.contrast.forward(self._unread(self.contrast) + drafter_drafts)[-k - 1:]  # [k+1, drafter vocab]
+                  if self.contrast else None)
 
         n, cut = k, None
         if k:
@@ -80,7 +87,7 @@ class DecodingLoop:
                 row = t_rows[k]  # no fusion: the drafter reads x_k with the next block instead
             else:
                 if len(a_rows) <= k:  # a_{k+1}: one more drafter step, only now that it is needed
-                    a_rows.append(self.draft.forward([drafts[-1]])[0])
+                    a_rows.append(self.draft.forward([drafter_drafts[-1]])[0])
                 row = self._target(t_rows[k], a_rows[k], b_rows[k])
             row = self._masked(row, self._allowed())
             if k and self._entropy_decision(row):
@@ -98,30 +105,39 @@ class DecodingLoop:
         return committed
 
     def _draft_tokens(self, k_target: int):
-        """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point."""
+        """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point.
+
+        Returns the drafts in the verifier's ids and in the drafter's (the same list without a bridge)."""
         a_rows = [self.draft.forward(self._unread(self.draft))[-1]]
         decision_now = self._forced_decision or self._decision_before([]) or self._entropy_decision(a_rows[0])
         self._forced_decision = False
         drafts: list[int] = []
+        drafter_drafts: list[int] = []
         q_rows: list[torch.Tensor] = []
         masks: list[torch.Tensor | None] = []  # the grammar's allowed tokens at each draft position
         decision_next = False
         while not decision_now and len(drafts) < k_target:
-            masks.append(self._allowed())
-            row = self._masked(a_rows[-1], masks[-1])
+            allowed = self._allowed()
+            drafter_allowed = self.bridge.drafter_allowed(allowed) if self.bridge else allowed
+            if drafter_allowed is not None and not drafter_allowed.any():
+                break  # nothing the drafter can spell is allowed here: the verifier takes this position
+            masks.append(allowed)
+            row = self._masked(a_rows[-1], drafter_allowed)
             q = None if self.config.greedy else torch.softmax(self._process(row), dim=-1)
             x = int(row.argmax()) if q is None else int(torch.multinomial(q, 1, generator=self._rng))
+            drafter_drafts.append(x)
+            x = self.bridge.to_verifier[x] if self.bridge else x
             drafts.append(self._advance(x))
             if q is not None:
                 q_rows.append(q)
             decision_next = self._decision_before(drafts)
             if decision_next or x in self.eos_ids or len(drafts) == k_target or self._unsure(row, q):
                 break
-            a_rows.append(self.draft.forward([x])[0])
+            a_rows.append(self.draft.forward([drafter_drafts[-1]])[0])
             if self._entropy_decision(a_rows[-1]):
                 decision_next = True
                 break
-        return drafts, a_rows, q_rows, masks, decision_now, decision_next
+        return drafts, drafter_drafts, a_rows, q_rows, masks, decision_now, decision_next
 
     def _accept(self, drafts, a_rows, b_rows, t_rows, q_rows, masks):
         """Fuse, gate and accept the k draft positions. Returns (fused rows, q rows, accepted count, entropy cut)."""
@@ -131,7 +147,7 @@ class DecodingLoop:
         a = torch.stack(a_rows)  # [k, vocab]
         divergence = None
         if b_rows is not None:
-            delta = fusion.delta(a, b_rows[:k])
+            delta = self._lift(fusion.delta(a, b_rows[:k]))
             fused = fusion.fuse(t_rows[:k], delta, cfg.beta)
             divergence = fusion.jsd(a, b_rows[:k])
             self._record_fusion(delta.gather(-1, draft_ids[:, None]).abs(), divergence)
@@ -147,7 +163,7 @@ class DecodingLoop:
         else:
             fused = self._process(fused)
             p = torch.softmax(fused, dim=-1)
-            q = torch.stack(q_rows)
+            q = self._lift(torch.stack(q_rows))
             uniforms = torch.rand(k, generator=self._rng, device=p.device)
             accepted = fusion.accept_sampling(p, q, draft_ids, gamma_eff, uniforms)
             without_gate = fusion.accept_sampling(p, q, draft_ids, cfg.gamma, uniforms)
@@ -169,9 +185,13 @@ class DecodingLoop:
     def _target(self, t_row, a_row, b_row) -> torch.Tensor:
         if b_row is None:
             return t_row
-        delta = fusion.delta(a_row, b_row)
+        delta = self._lift(fusion.delta(a_row, b_row))
         self._record_fusion(None, fusion.jsd(a_row[None], b_row[None]))
         return fusion.fuse(t_row, delta, self.config.beta)
+
+    def _lift(self, rows: torch.Tensor) -> torch.Tensor:
+        """Drafter-vocabulary rows (δ, q) onto the verifier's vocabulary; the identity without a bridge."""
+        return self.bridge.lift(rows) if self.bridge else rows
 
     def _allowed(self) -> torch.Tensor | None:
         return None if self.constraint is None else self.constraint.allowed()[: self.verify.vocab_size]
@@ -225,11 +245,17 @@ class DecodingLoop:
         s.jsd_max = max(s.jsd_max, float(divergence.max()))
         s.fused_positions += divergence.numel()
 
+    def _prompt(self, stream: KVStream) -> list[int]:
+        return self.prompts[stream.view] if stream.role == "verifier" else self.drafter_prompts[stream.view]
+
+    def _generated(self, stream: KVStream) -> list[int]:
+        return self.transcript.tokens if self.transcript is not None and stream.role == "drafter" else self.generated
+
     def _unread(self, stream: KVStream) -> list[int]:
         """Committed tokens this stream has not read yet: the last one, or two when the drafter skipped x_k."""
-        prompt = self.prompts[stream.view]
+        prompt, generated = self._prompt(stream), self._generated(stream)
         start = len(stream)
-        return self.generated[start - len(prompt):] if start >= len(prompt) else prompt[start:] + self.generated
+        return generated[start - len(prompt):] if start >= len(prompt) else prompt[start:] + generated
 
     @property
     def streams(self) -> list[KVStream]:
@@ -244,10 +270,23 @@ class DecodingLoop:
                 self.finish_reason = "stop"
                 break
         self.generated.extend(tokens)
+        if self.transcript is not None:
+            self.transcript.extend(tokens)
+            self.stats.bridge_resyncs = self.transcript.resyncs
         if self.finish_reason is None and len(self.generated) >= self.max_new_tokens:
             self.finish_reason = "length"
         if self.policy:
             self._tail = (self._tail + tokens)[-self.policy.lookback_tokens:]
         for stream in self.streams:
-            stream.rollback(min(len(stream), len(self.prompts[stream.view]) + len(self.generated) - 1))
+            stream.rollback(self._still_valid(stream))
         return tokens
+
+    def _still_valid(self, stream: KVStream) -> int:
+        """How much of a stream's cache spells the committed sequence, all but its last token (fed next block).
+        Rejected drafts fail the comparison; so does a drafter tail that a bridge re-encoded."""
+        prompt, generated = self._prompt(stream), self._generated(stream)
+        if len(stream) <= len(prompt):
+            return len(stream)
+        read = stream.ids[len(prompt):]
+        same = next((i for i, (a, b) in enumerate(zip(read, generated)) if a != b), min(len(read), len(generated)))
+        return min(len(prompt) + same, len(prompt) + len(generated) - 1)

@@ -41,6 +41,7 @@ class GenerationStats:
     gate_only_accepts: int = 0  # accepted only because the gate lowered γ
     accepted_lengths: Counter = field(default_factory=Counter)  # accepted tokens per block -> blocks
     decision_points: int = 0
+    bridge_resyncs: int = 0  # verifier tokens outside a vocabulary bridge's intersection (drafter re-encoded)
     token_slots: list[int] = field(default_factory=list)  # verification slot of every committed token
     token_sources: list[str] = field(default_factory=list)
     decision_positions: list[int] = field(default_factory=list)  # indices into the generated tokens

@@ -75,6 +75,11 @@ def test_templates_that_rerender_earlier_turns_are_flagged_not_append_stable():
     assert not fmt.append_stable and len(segments) == 1
 
 
-def test_tokenizers_without_a_template_get_plain_chatml():
+def test_base_models_without_a_template_get_the_plain_transcript_and_its_turn_stop():
     tok = tokenizer_with(None)
-    assert chat_format(tok).segments([("user", "x")]) == ["<|im_start|>user\nx<|im_end|>\n"]
+    fmt = chat_format(tok)
+    turns = [("system", "Be brief."), ("user", "x"), ("assistant", "y"), ("user", "z")]
+    assert "".join(fmt.segments(turns)) == f"{tok.bos_token}Be brief.\n\nUser: x\n\nAssistant: y\n\nUser: z\n\n"
+    assert fmt.generation_prompt(turns) == "Assistant:"
+    assert fmt.stop == ("\nUser:",)
+    assert chat_format(tokenizer_with(FOLDING)).stop == ()

@@ -8,7 +8,7 @@ from asymspec_agents import (AsymSpecEngine, ConfigError, ContextTooLongError, G
 from asymspec_agents.models import byte_tokenizer, tiny_random_model, tiny_random_pair
 
 
-def test_mismatched_vocabularies_are_refused_naming_the_first_differing_ids(pair):
+def test_mismatched_vocabularies_without_a_bridge_are_refused_naming_the_first_differing_ids(pair):
     other = byte_tokenizer()
     vocab = other.get_vocab()
     swapped = {t: (vocab["b"] if i == vocab["a"] else vocab["a"] if i == vocab["b"] else i) for t, i in vocab.items()}
@@ -17,7 +17,7 @@ def test_mismatched_vocabularies_are_refused_naming_the_first_differing_ids(pair
 
     shuffled = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(swapped, unk_token="<|endoftext|>")))
     with pytest.raises(VocabularyMismatchError, match=f"id {vocab['a']}"):
-        AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, drafter_tokenizer=shuffled)
+        AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, drafter_tokenizer=shuffled, bridge_vocabularies=False)
 
 
 def test_a_model_with_fewer_logits_than_tokens_is_refused(pair):
