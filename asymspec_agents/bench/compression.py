@@ -8,6 +8,12 @@ Per compressor and budget, on each document with one planted sentence ("The acce
   ratio    compressed / original size in tiktoken cl100k_base tokens (verifier tokens when cl100k is unavailable)
   ms/1k    wall time per 1000 verifier tokens of input, tokenization included (targets: < 20 for non-LLM compressors)
   survival share of documents whose compressed text still contains the planted number
+`embedding_static` and `embedding_transformer` are EmbeddingSelect with MiniLMEmbedder(mode="static") (the default,
+also named `embedding`) and mode="transformer".
+Retrieval: on the same documents cut into EmbeddingSelect's chunks, the rank of the chunk holding the planted fact
+for three queries: the exact question, a paraphrase that names the vault but shares no other word with the fact
+("Which PIN unlocks the Heron strongroom?") and a semantic one that names nothing ("What secret number lets someone
+open the safe?"); top-1 / top-3 share and MRR per scorer (BM25 and each embedding mode benchmarked).
 Agent step: a 20-message, ~8k-token conversation with tools rendered cold, again unchanged (cached), and with one
 new tool call and result appended (all earlier items cached). Target: < 50 ms cached.
 
@@ -27,6 +33,8 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
+
 NON_LLM_TARGET_MS_PER_1K = 20.0
 CACHED_STEP_TARGET_MS = 50.0
 STDLIB_MODULES = ("os.path", "shutil", "json", "textwrap", "difflib", "fnmatch", "glob", "statistics", "html",
@@ -43,20 +51,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from ..context.compressors import COMPRESSORS, drafter_surprisal
+    from ..context.compressors import COMPRESSORS
     from ..context.tokens import Cl100kCounter, TokenCounter
 
     tokenizer, drafter = _load(args.tokenizer, need_drafter="surprisal" in args.compressors)
     cl100k = Cl100kCounter()
     unit = "cl100k" if cl100k.available else "verifier"
     docs = _documents(tokenizer, args.docs, args.seed, args.max_doc_chars)
-    results = {"compressors": [], "tools": None, "agent_step": None}
+    results = {"compressors": [], "retrieval": None, "tools": None, "agent_step": None}
 
+    unknown = [name for name in args.compressors if name not in COMPRESSORS and name not in EMBEDDING_VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown compressor(s) {', '.join(unknown)}; use {', '.join([*COMPRESSORS, *EMBEDDING_VARIANTS])}")
     jobs = [(name, budget) for name in args.compressors for budget in args.budgets]
     progress = tqdm(total=sum(min(len(docs), args.llm_docs) if n == "surprisal" else len(docs) for n, _ in jobs),
                     desc="compressing", unit="doc")
     for name, budget in jobs:
-        compressor = COMPRESSORS[name](drafter_surprisal(drafter)) if name == "surprisal" else COMPRESSORS[name]()
+        compressor = _build(name, drafter)
         subset = docs[: args.llm_docs] if name == "surprisal" else docs
         compressor(subset[0]["text"], budget, TokenCounter(tokenizer), subset[0]["query"])  # warm-up: lazy imports, model load
         rows = []
@@ -74,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         results["compressors"].append(_summary(name, budget, rows))
     progress.close()
 
+    results["retrieval"] = _retrieval_benchmark(docs, [n for n in args.compressors if n in EMBEDDING_VARIANTS or n == "embedding"])
     results["tools"] = _tools_benchmark(tokenizer, cl100k)
     results["agent_step"] = _agent_step_benchmark(tokenizer, docs, args.repeats)
     results["meta"] = {
@@ -99,7 +111,7 @@ def _parse(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokenizer", default="bundled", choices=["bundled", "byte"],
                         help="verifier tokenizer for budgets: SmolLM2 (bundled; also the surprisal drafter) or bytes")
-    parser.add_argument("--compressors", default="head_tail,bm25,embedding,surprisal",
+    parser.add_argument("--compressors", default="head_tail,bm25,embedding_static,embedding_transformer,surprisal",
                         type=lambda s: [x for x in s.split(",") if x], help="comma-separated compressor names")
     parser.add_argument("--budgets", default="256,512", type=lambda s: [int(x) for x in s.split(",")],
                         help="token budgets (verifier tokens), comma-separated")
@@ -111,6 +123,17 @@ def _parse(argv):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results")
     return parser.parse_args(argv)
+
+
+EMBEDDING_VARIANTS = {"embedding_static": "static", "embedding_transformer": "transformer"}
+
+
+def _build(name: str, drafter):
+    from ..context.compressors import COMPRESSORS, EmbeddingSelect, drafter_surprisal
+
+    if name in EMBEDDING_VARIANTS:
+        return EmbeddingSelect(mode=EMBEDDING_VARIANTS[name])
+    return COMPRESSORS[name](drafter_surprisal(drafter)) if name == "surprisal" else COMPRESSORS[name]()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -170,6 +193,57 @@ def stdlib_tool_specs() -> list:
             except Exception:
                 continue
     return specs
+
+
+PARAPHRASES = ("Which PIN unlocks the {vault} strongroom?", "What number opens the {vault} safe?",
+               "Tell me the combination that gets you into the {vault} strongroom.")
+SEMANTIC_QUERIES = ("What secret number lets someone open the safe?", "Which PIN unlocks the strongroom?",
+                    "What is the combination for getting into the safe?")
+
+
+def retrieval_queries(doc: dict, index: int) -> dict[str, str]:
+    """The exact question, a paraphrase naming only the vault, and a semantic query naming nothing (rotated per doc)."""
+    vault = doc["query"].split("for the ")[1].split(" vault")[0]
+    return {"exact": doc["query"], "paraphrase": PARAPHRASES[index % len(PARAPHRASES)].format(vault=vault),
+            "semantic": SEMANTIC_QUERIES[index % len(SEMANTIC_QUERIES)]}
+
+
+def _retrieval_benchmark(docs: list[dict], embedding_names: list[str]) -> dict:
+    """Rank of the fact's chunk among a document's chunks, per scorer and query kind."""
+    from ..context.compressors import BM25Select, split_chunks
+
+    bm25 = BM25Select()
+    scorers = {"bm25": lambda chunks, queries: [np.asarray(bm25.score(chunks, q), dtype=np.float64) for q in queries]}
+    for name in embedding_names:
+        embedder = _build(name, None).embedder
+
+        def score(chunks, queries, embedder=embedder):
+            vectors = np.asarray(embedder(list(queries) + chunks), dtype=np.float64)  # [q + n_chunks, dim]
+            return vectors[:len(queries)] @ vectors[len(queries):].T  # [q, n_chunks]
+
+        scorers[name] = score
+    ranks: dict[tuple[str, str], list[int]] = {}
+    seconds: dict[str, float] = {name: 0.0 for name in scorers}
+    chunk_counts = []
+    for index, doc in enumerate(docs):
+        chunks = split_chunks(doc["text"], 400)
+        chunk_counts.append(len(chunks))
+        target = next(i for i, chunk in enumerate(chunks) if doc["fact"] in chunk)
+        queries = retrieval_queries(doc, index)
+        for name, score in scorers.items():
+            start = time.perf_counter()
+            rows = score(chunks, list(queries.values()))
+            seconds[name] += time.perf_counter() - start
+            for kind, row in zip(queries, rows):
+                ahead = int(np.sum(row > row[target]) + np.sum(row[:target] == row[target]))  # ties: earlier first
+                ranks.setdefault((name, kind), []).append(ahead)
+    rows = []
+    for (name, kind), values in ranks.items():
+        values = np.asarray(values)
+        rows.append({"scorer": name, "query": kind, "documents": len(values), "top1": float(np.mean(values < 1)),
+                     "top3": float(np.mean(values < 3)), "mrr": float(np.mean(1.0 / (values + 1)))})
+    return {"rows": rows, "chunks_mean": statistics.mean(chunk_counts) if chunk_counts else 0,
+            "seconds": seconds, "paraphrases": list(PARAPHRASES), "semantic_queries": list(SEMANTIC_QUERIES)}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -280,7 +354,22 @@ def _markdown(results: dict) -> str:
         target = "" if r["llm"] else (" ✓" if r["ms_per_1k"] < NON_LLM_TARGET_MS_PER_1K else " ✗")
         lines.append(f"| {r['compressor']}{' (LLM)' if r['llm'] else ''} | {r['budget']} | {r['documents']} | {r['tokens_in_mean']:.0f} "
                      f"| {r['ratio_mean']:.3f} | {r['ms_per_1k']:.2f}{target} | {r['ms_per_1k_worst']:.2f} | {r['survival']:.0%} | {r['over_budget']} |")
-    lines += ["", f"Target: non-LLM compressors < {NON_LLM_TARGET_MS_PER_1K:.0f} ms per 1k tokens.", "",
+    lines += ["", f"Target: non-LLM compressors < {NON_LLM_TARGET_MS_PER_1K:.0f} ms per 1k tokens. "
+              "`embedding_static` is EmbeddingSelect's default (all-MiniLM-L6-v2 distilled to a static word-piece table), "
+              "`embedding_transformer` runs the exact model.", ""]
+    retrieval = results.get("retrieval")
+    if retrieval and retrieval["rows"]:
+        lines += ["## Retrieval: rank of the planted fact's chunk", "",
+                  f"Each document cut into EmbeddingSelect's chunks ({retrieval['chunks_mean']:.0f} per document on "
+                  "average); share of documents whose fact chunk ranks first / in the top 3, and mean reciprocal rank. "
+                  "Queries: exact = the benchmark question; paraphrase = names the vault, no other word of the fact "
+                  f"(e.g. \"{retrieval['paraphrases'][0].format(vault='Heron')}\"); semantic = names nothing "
+                  f"(e.g. \"{retrieval['semantic_queries'][0]}\").", "",
+                  "| scorer | query | docs | top-1 | top-3 | MRR |", "|---|---|---|---|---|---|"]
+        for r in retrieval["rows"]:
+            lines.append(f"| {r['scorer']} | {r['query']} | {r['documents']} | {r['top1']:.0%} | {r['top3']:.0%} | {r['mrr']:.2f} |")
+        lines.append("")
+    lines += [
               "## Tool schemas -> signatures (standard-library functions)", "",
               "| tools | verifier tokens full | verifier tokens signatures | ratio | ms per 1k tokens |", "|---|---|---|---|---|"]
     for r in results["tools"]["rows"]:
@@ -331,10 +420,11 @@ def _plot(results: dict, path: Path) -> None:
             ax.set_xlim(0, 1.15)
     step = results["agent_step"]
     fig.legend(handles=[Patch(color=COLORS["text"], label="text statistics (head/tail, BM25)"),
-                        Patch(color=COLORS["encoder"], label="sentence encoder (MiniLM)"),
+                        Patch(color=COLORS["static"], label="static MiniLM table"),
+                        Patch(color=COLORS["encoder"], label="sentence encoder (MiniLM transformer)"),
                         Patch(color=COLORS["llm"], label="drafter surprisal (LLM)"),
                         plt.Line2D([], [], color="black", linestyle="--", label=f"target {NON_LLM_TARGET_MS_PER_1K:.0f} ms / 1k (non-LLM)")],
-               loc="lower center", ncol=4, fontsize=9, frameon=False)
+               loc="lower center", ncol=5, fontsize=9, frameon=False)
     fig.suptitle(f"Compressors on Python reference pages. Agent step ({step['messages']} messages, {step['full_tokens']} tokens): "
                  f"{step['cached_ms_median']:.1f} ms cached, {step['cold_ms']:.0f} ms cold", fontsize=11)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
@@ -342,11 +432,12 @@ def _plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
-COLORS = {"text": "#4c72b0", "encoder": "#dd8452", "llm": "#c44e52"}
+COLORS = {"text": "#4c72b0", "static": "#55a868", "encoder": "#dd8452", "llm": "#c44e52"}
 
 
 def _family(name: str) -> str:
-    return {"embedding": "encoder", "surprisal": "llm"}.get(name, "text")
+    return {"embedding": "static", "embedding_static": "static", "embedding_transformer": "encoder",
+            "surprisal": "llm"}.get(name, "text")
 
 
 def _load_average():

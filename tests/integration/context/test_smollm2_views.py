@@ -134,7 +134,7 @@ def test_minilm_embeddings_come_back_in_input_order_and_unit_length():
     from asymspec_agents.context.compressors import MiniLMEmbedder
 
     texts = ["a", "a much longer sentence about loops and exceptions in Python", "mid length text", "x" * 300]
-    embedder = MiniLMEmbedder(batch_size=2)
+    embedder = MiniLMEmbedder(mode="transformer", batch_size=2)
     together = embedder(texts)
     one_by_one = np.concatenate([embedder([t]) for t in texts])
     assert together.shape == (4, 384)

