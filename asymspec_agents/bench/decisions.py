@@ -63,14 +63,16 @@ def run(engine, count: int) -> list[dict]:
             reply = chat.reply(item.messages, **request, mode="asymmetric", decisions=policy)
             seconds = time.perf_counter() - start
             tokens, expected = reply.token_ids, reference.token_ids
-            positions = reference.stats.decision_positions
+            # the reference's decision points that the reply reached with the same prefix (same context, so
+            # the same trigger fired): where scheduling must have put them at slot 0
+            positions = [p for p in reference.stats.decision_positions if tokens[:p] == expected[:p] and p < len(tokens)]
             rows.append({
                 "task": item.task, "item": item.id, "policy": name, "correct": item.correct(reply),
                 "decision_tokens": len(positions),
-                "decision_tokens_match": sum(1 for p in positions if p < len(tokens) and tokens[p] == expected[p]),
+                "decision_tokens_match": sum(1 for p in positions if tokens[p] == expected[p]),
                 "decision_points_tagged": reply.stats.decision_points,
                 "tagged_at_slot0": reply.stats.decision_points_at_slot0,
-                "decision_slots": [reply.stats.token_slots[p] for p in positions if p < len(reply.stats.token_slots)],
+                "decision_slots": [reply.stats.token_slots[p] for p in positions],
                 "seconds": seconds, "blocks": reply.stats.blocks, "acceptance": reply.stats.acceptance_rate,
             })
     return rows

@@ -20,9 +20,12 @@ def make_cache(config, precision: str = "float32") -> DynamicCache:
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown KV cache precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
     cache = DynamicCache(config=config)
-    if precision != "float32":
-        if any(type(layer) is not DynamicLayer for layer in cache.layers):
-            raise ValueError(f"A {precision} KV cache supports full-attention layers only (no sliding windows).")
+    # Every layer keeps all its tokens, sliding-window layers too (Gemma 3): a sliding layer that drops old
+    # tokens cannot be cropped back past its window, and our prefix caches roll back to any common prefix.
+    # The model still applies the window through its attention mask (logits match a fresh forward to ~5e-5).
+    if precision == "float32":
+        cache.layers = [DynamicLayer() if getattr(layer, "is_sliding", False) else layer for layer in cache.layers]
+    else:
         cache.layers = [LowPrecisionLayer(precision) for _ in cache.layers]
     return cache
 

@@ -57,8 +57,9 @@ class DecodingLoop:
 
     def _verifier_step(self) -> list[tuple[int, int, str, bool]]:
         """No drafter: the verifier decodes one token at slot 0."""
-        row = self._masked(self.verify.forward(self._unread(self.verify))[-1], self._allowed())
-        decision = self._decision_before([]) or self._entropy_decision(row)
+        allowed = self._allowed()
+        row = self._masked(self.verify.forward(self._unread(self.verify))[-1], allowed)
+        decision = self._decision_before([], allowed) or self._entropy_decision(row)
         return [(self._advance(self._choose(row)), 0, VERIFIER, decision)]
 
     def _speculative_block(self) -> list[tuple[int, int, str, bool]]:
@@ -109,7 +110,9 @@ class DecodingLoop:
 
         Returns the drafts in the verifier's ids and in the drafter's (the same list without a bridge)."""
         a_rows = [self.draft.forward(self._unread(self.draft))[-1]]
-        decision_now = self._forced_decision or self._decision_before([]) or self._entropy_decision(a_rows[0])
+        allowed = self._allowed()
+        decision_now = (self._forced_decision or self._decision_before([], allowed)
+                        or self._entropy_decision(a_rows[0]))
         self._forced_decision = False
         drafts: list[int] = []
         drafter_drafts: list[int] = []
@@ -117,7 +120,6 @@ class DecodingLoop:
         masks: list[torch.Tensor | None] = []  # the grammar's allowed tokens at each draft position
         decision_next = False
         while not decision_now and len(drafts) < k_target:
-            allowed = self._allowed()
             drafter_allowed = self.bridge.drafter_allowed(allowed) if self.bridge else allowed
             if drafter_allowed is not None and not drafter_allowed.any():
                 break  # nothing the drafter can spell is allowed here: the verifier takes this position
@@ -130,8 +132,11 @@ class DecodingLoop:
             drafts.append(self._advance(x))
             if q is not None:
                 q_rows.append(q)
-            decision_next = self._decision_before(drafts)
-            if decision_next or x in self.eos_ids or len(drafts) == k_target or self._unsure(row, q):
+            if x in self.eos_ids:
+                break
+            allowed = self._allowed()  # at the next position
+            decision_next = self._decision_before(drafts, allowed)
+            if decision_next or len(drafts) == k_target or self._unsure(row, q):
                 break
             a_rows.append(self.draft.forward([drafter_drafts[-1]])[0])
             if self._entropy_decision(a_rows[-1]):
@@ -227,8 +232,13 @@ class DecodingLoop:
         top = float(q.max()) if q is not None else float(torch.softmax(row, dim=-1).max())
         return top < self.config.draft_confidence
 
-    def _decision_before(self, drafts: list[int]) -> bool:
-        if not self.policy or not self.policy.triggers:
+    def _decision_before(self, drafts: list[int], allowed: torch.Tensor | None) -> bool:
+        """Is the position after `drafts` a decision point? (text triggers, or the grammar branching there)"""
+        if not self.policy:
+            return False
+        if self.policy.grammar_branches(allowed, self.tokenizer):
+            return True
+        if not self.policy.triggers:
             return False
         ids = (self._tail + drafts)[-self.policy.lookback_tokens:]
         return self.policy.text_triggers(self.tokenizer.decode(ids))

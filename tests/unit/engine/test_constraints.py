@@ -49,3 +49,31 @@ def test_identical_drafter_accepts_everything_under_the_grammar(same_engine, vie
     ceiling = constrained(same_engine, views, compiled, mode="full")
     fused = constrained(same_engine, views, compiled, mode="asymmetric")
     assert fused.token_ids == ceiling.token_ids and fused.stats.acceptance_rate == 1.0
+
+
+ENUM_SCHEMA = {"type": "object", "properties": {"tool": {"enum": ["search", "calculator", "weather"]},
+                                                "ok": {"type": "boolean"}},
+               "required": ["tool", "ok"], "additionalProperties": False}
+
+
+def test_grammar_branch_points_are_decisions_committed_at_slot_zero(pair, same_engine, views):
+    """Where the grammar allows a few different next characters (which enum value, true or false) the
+    verifier decides at slot 0, with no text trigger; forced JSON and free text are not decisions."""
+    from asymspec_agents import DecisionPolicy
+
+    info = xgr.TokenizerInfo.from_huggingface(pair.tokenizer, vocab_size=len(pair.tokenizer))
+    grammar = xgr.GrammarCompiler(info).compile_json_schema(json.dumps(ENUM_SCHEMA), any_whitespace=False)
+    policy = DecisionPolicy(triggers=(), grammar_choices=8)
+    result = same_engine.generate(*views, GenerationConfig(max_new_tokens=60, mode="asymmetric", decisions=policy),
+                                  constraint=GrammarConstraint(grammar))
+    value = json.loads(result.text)
+    stats = result.stats
+    # the byte tokenizer spells one byte per token: text index == token index; the enum's first letter and
+    # true/false are where the grammar branches
+    first_letter = result.text.index('"' + value["tool"]) + 1
+    ok_at = result.text.index(json.dumps(value["ok"]))
+    assert {first_letter, ok_at} <= set(stats.decision_positions)
+    assert all(stats.token_slots[i] == 0 for i in stats.decision_positions)
+    assert len(stats.decision_positions) <= 4  # not every forced character
+    free = same_engine.generate(*views, GenerationConfig(max_new_tokens=30, mode="asymmetric", decisions=policy))
+    assert free.stats.decision_points == 0
