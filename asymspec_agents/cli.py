@@ -41,7 +41,8 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compressed-prompt", help="the verifier's view of it; default: the same as --prompt")
     p.add_argument("--system", help="an optional system message for both views")
     p.add_argument("--raw", action="store_true", help="use the prompts as raw text, without the chat template")
-    p.add_argument("--verifier", default="bundled", help="hub id, folder, .gguf file or 'bundled' (default)")
+    p.add_argument("--verifier", default="bundled",
+                   help="hub id, folder, .gguf file, 'bundled' (default), 'bundled-gemma', or the pair 'bundled-hetero'")
     p.add_argument("--drafter", help="same forms as --verifier; default: the verifier's own weights")
     p.add_argument("--mode", default="asymmetric", choices=["full", "compressed", "symmetric", "symmetric_full", "asymmetric"])
     p.add_argument("--max-new-tokens", type=int, default=128)
@@ -58,8 +59,11 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from .engine import AsymSpecEngine, GenerationConfig
     from .errors import AsymSpecError
+    from .models import PAIRS
 
     try:
         config = GenerationConfig(
@@ -67,9 +71,12 @@ def _generate(args: argparse.Namespace) -> int:
             temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, k_max=args.k_max, seed=args.seed,
             stop=args.stop,
         )
-        engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=args.drafter or args.verifier)
+        drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
+        engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter)
         full_ids = _encode(engine.tokenizer, args.prompt, args.system, args.raw)
         comp_ids = _encode(engine.tokenizer, args.compressed_prompt, args.system, args.raw) if args.compressed_prompt else full_ids
+        if not args.raw:  # a base model's plain transcript ends a reply where the next user turn begins
+            config = replace(config, stop=[*config.stop, *chat_format(engine.tokenizer).stop])
         text = []
         for chunk in engine.stream(full_ids, comp_ids, config):
             text.append(chunk.text)
@@ -86,12 +93,18 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def chat_format(tokenizer):
+    from .context.chat_format import chat_format as learn
+
+    return learn(tokenizer)
+
+
 def _encode(tokenizer, prompt: str, system: str | None, raw: bool) -> list[int]:
     if raw:
         return tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    turns = ([("system", system)] if system else []) + [("user", prompt)]
+    chat = chat_format(tokenizer)  # the model's chat template, or the plain transcript for base models
+    return tokenizer("".join(chat.segments(turns)) + chat.generation_prompt(turns), add_special_tokens=False)["input_ids"]
 
 
 def print_stats(stats, finish_reason: str | None = None) -> None:
@@ -110,6 +123,7 @@ def print_stats(stats, finish_reason: str | None = None) -> None:
         ("mean / max |δ| at draft token", f"{stats.delta_abs_mean:.3f} / {stats.delta_abs_max:.3f}"),
         ("mean / max JSD", f"{stats.jsd_mean:.4f} / {stats.jsd_max:.4f}"),
         ("decision points (at slot 0)", f"{stats.decision_points} ({stats.decision_points_at_slot0})"),
+        ("vocabulary-bridge re-encodings", str(stats.bridge_resyncs)),
         ("verifier / drafter GFLOPs", f"{stats.flops('verifier') / 1e9:.2f} / {stats.flops('drafter') / 1e9:.2f}"),
     ]
     for name, value in rows:

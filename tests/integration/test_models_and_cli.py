@@ -52,3 +52,12 @@ def test_generate_command_reports_bad_settings_clearly():
     run = cli("generate", "--prompt", "x", "--beta", "-1")
     assert run.returncode == 2
     assert "beta must be >= 0" in run.stderr
+
+
+def test_generate_command_runs_the_heterogeneous_pair_and_says_it_bridges():
+    run = cli("generate", "--verifier", "bundled-hetero", "--prompt", "Name three primary colors.",
+              "--max-new-tokens", "12", "--json")
+    assert run.returncode == 0, run.stderr
+    assert "bridging over" in run.stderr and "49152 vs 262144" in run.stderr
+    data = json.loads(run.stdout.strip().splitlines()[-1])
+    assert data["stats"]["drafted"] > 0 and set(data["stats"]["streams"]) == {"S_full", "S_comp", "V_comp"}
