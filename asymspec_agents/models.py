@@ -69,9 +69,10 @@ def resolve_pair(verifier: str | os.PathLike, drafter: str | os.PathLike | None)
     """Expand a pair name (`"bundled-hetero"`) into (verifier, drafter); other names pass through."""
     if str(verifier) not in PAIRS:
         return verifier, drafter
-    if drafter is not None:
-        raise ConfigError(f"{verifier!r} names a verifier and a drafter together; pass no drafter with it.")
-    return PAIRS[str(verifier)]
+    pair = PAIRS[str(verifier)]
+    if drafter is not None and str(drafter) != pair[1]:
+        raise ConfigError(f"{verifier!r} names a verifier and its drafter ({pair[1]!r}) together; pass no other drafter.")
+    return pair
 
 
 def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:

@@ -158,3 +158,10 @@ def test_agent_example_runs_in_under_three_minutes(agent_example, capsys):
     assert expressions and all(re.fullmatch(agent_example.EXPRESSION, e) for e in expressions)  # grammar: the pattern
     assert "tool search_python_docs({'query': " in out and out.count("acceptance") >= 2
     print(out)
+
+
+def test_the_heterogeneous_pair_completes_through_the_bridge():
+    llm = AsymSpecLLM(verifier="bundled-hetero", max_new_tokens=24)
+    response = llm.complete("Name one planet of the solar system.")
+    assert response.text.strip() and "User:" not in response.text
+    assert response.additional_kwargs["asymspec_stats"]["drafted"] > 0
