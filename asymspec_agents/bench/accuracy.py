@@ -270,7 +270,9 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
         reply = chat.reply(messages, tools=tools)
         row.update(reuse_seconds=time.perf_counter() - start, full_tokens=len(reply.views.full_ids),
                    comp_tokens=len(reply.views.comp_ids),
-                   prefilled_tokens_with_reuse=sum(s.prefill_tokens for s in reply.stats.streams.values()))
+                   prefilled_tokens_with_reuse=sum(s.prefill_tokens for s in reply.stats.streams.values()),
+                   # what the step computes: new tokens attend to an ever longer cache (the floor of its latency)
+                   gflops_with_reuse=(reply.stats.flops("verifier") + reply.stats.flops("drafter")) / 1e9)
         row["full_ids"] = reply.views.full_ids
     for row, messages in zip(rows, tqdm(conversations, desc="scaling: fresh engine", unit="step")):
         engine.reset()  # nothing cached, as a fresh engine per step
@@ -285,7 +287,8 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
                                      max_new_tokens=max_new_tokens, do_sample=False,
                                      pad_token_id=engine.tokenizer.pad_token_id)
         row["hf_generate_seconds"] = time.perf_counter() - start
-    return {"steps": rows, "step12_over_step1_with_reuse": rows[-1]["reuse_seconds"] / rows[0]["reuse_seconds"]}
+    return {"steps": rows, "step12_over_step1_with_reuse": rows[-1]["reuse_seconds"] / rows[0]["reuse_seconds"],
+            "step12_over_step1_flops_with_reuse": rows[-1]["gflops_with_reuse"] / rows[0]["gflops_with_reuse"]}
 
 
 # -- output --------------------------------------------------------------------------------------------------
@@ -317,11 +320,14 @@ def render_markdown(results: dict) -> str:
     if "scaling" in results:
         s = results["scaling"]
         table = [[r["step"], r["full_tokens"], r["comp_tokens"], f"{r['reuse_seconds']:.2f}", f"{r['fresh_seconds']:.2f}",
-                  f"{r['hf_generate_seconds']:.2f}", r["prefilled_tokens_with_reuse"]] for r in s["steps"]]
+                  f"{r['hf_generate_seconds']:.2f}", r["prefilled_tokens_with_reuse"],
+                  f"{r['gflops_with_reuse']:.0f}" if "gflops_with_reuse" in r else "—"] for r in s["steps"]]
+        flops = s.get("step12_over_step1_flops_with_reuse")
         lines.append(f"\n## Multi-turn agent scaling (step 12 / step 1 with reuse: "
-                     f"{s['step12_over_step1_with_reuse']:.2f}×; target ≤ 1.3×)\n\n" + markdown_table(
+                     f"{s['step12_over_step1_with_reuse']:.2f}× in time"
+                     + (f", {flops:.2f}× in FLOPs" if flops else "") + "; target ≤ 1.3×)\n\n" + markdown_table(
                          ["step", "full tokens", "compressed tokens", "with reuse s", "fresh engine s",
-                          "transformers generate s", "tokens prefilled (reuse)"], table))
+                          "transformers generate s", "tokens prefilled (reuse)", "GFLOPs (reuse)"], table))
     return "".join(lines)
 
 
