@@ -137,9 +137,10 @@ class AsymSpecEngine:
         drafter_prompts = self._drafter_prompts(prompts)
         with self._lock:
             for view in ("full", "comp"):
-                self._stream_for("verifier", view).sync(prompts[view])
+                verifier = self._stream_for("verifier", view)
+                verifier.sync(prompts[view])
                 if self.drafter is not None:
-                    self._stream_for("drafter", view).sync(drafter_prompts[view])
+                    self._stream_for("drafter", view).sync(drafter_prompts[view], donors=[verifier])
 
     def reset(self) -> None:
         """Forget every cached prefix."""

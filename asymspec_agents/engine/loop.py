@@ -47,8 +47,10 @@ class DecodingLoop:
 
     def run(self) -> Iterator[list[int]]:
         """Yield the tokens committed by each block until EOS or the token budget."""
-        for stream in self.streams:
-            stream.sync(self._prompt(stream))
+        synced: list[KVStream] = []
+        for stream in self.streams:  # the verifier first: an identical drafter copies its prompt cache
+            stream.sync(self._prompt(stream), donors=synced)
+            synced.append(stream)
         while self.finish_reason is None:
             committed = self._speculative_block() if self.draft else self._verifier_step()
             yield self._commit(committed)

@@ -10,6 +10,7 @@ import inspect
 import time
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 from .kv_cache import make_cache
 from .stats import StreamStats
@@ -38,10 +39,18 @@ class KVStream:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def sync(self, prompt: list[int]) -> None:
-        """Make the cache hold `prompt[:-1]`; its last token is fed with the first block."""
-        keep = _common_prefix(self.ids, prompt[:-1])
+    def sync(self, prompt: list[int], donors: list["KVStream"] = ()) -> None:
+        """Make the cache hold `prompt[:-1]`; its last token is fed with the first block.
+
+        `donors`: streams of the same model already holding part of this prompt (an identical drafter and verifier
+        read the same view); their keys and values are copied instead of computed again."""
+        target = prompt[:-1]
+        keep = _common_prefix(self.ids, target)
         self.rollback(keep)
+        for donor in donors:
+            reach = _common_prefix(donor.ids, target)
+            if reach > keep and donor.model is self.model and self._copy_from(donor, keep, reach):
+                keep = reach
         self.stats.reused_tokens += keep
         self.stats.reused_flops += self._flops(keep, 0, 0)
         rest = prompt[keep:-1]
@@ -62,6 +71,23 @@ class KVStream:
 
     def reset(self) -> None:
         self.ids, self.cache = [], None
+
+    def _copy_from(self, donor: "KVStream", start: int, end: int) -> bool:
+        """Append the donor's keys and values of positions [start, end) (plain float caches only)."""
+        if self.cache is None:
+            self.cache = make_cache(self.model.config, self.kv_cache)
+        pairs = list(zip(self.cache.layers, donor.cache.layers)) if donor.cache is not None else []
+        if not pairs or any(type(a) is not DynamicLayer or type(b) is not DynamicLayer for a, b in pairs):
+            return False
+        for mine, theirs in pairs:
+            keys, values = theirs.keys[:, :, start:end], theirs.values[:, :, start:end]
+            if not mine.is_initialized or mine.keys.dim() != 4 or mine.keys.shape[-2] == 0:
+                mine.lazy_initialization(keys, values)
+                mine.keys, mine.values = keys.clone(), values.clone()
+            else:
+                mine.keys, mine.values = torch.cat([mine.keys, keys], dim=-2), torch.cat([mine.values, values], dim=-2)
+        self.ids.extend(donor.ids[start:end])
+        return True
 
     def _forward(self, tokens: list[int], keep_logits: int, prefill: bool) -> torch.Tensor:
         if self.cache is None:

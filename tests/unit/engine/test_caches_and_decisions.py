@@ -93,3 +93,17 @@ def test_prefill_warms_every_stream_and_fresh_flops_count_the_saved_prefill(pair
     for role in ("verifier", "drafter"):
         assert warm.stats.flops(role) < cold.stats.flops(role)
         assert warm.stats.flops(role, fresh=True) == pytest.approx(cold.stats.flops(role), rel=0.01)
+
+
+def test_an_identical_drafter_copies_the_verifiers_prompt_cache_instead_of_prefilling_it(same_engine, views):
+    full, comp = views
+    same_engine.reset()
+    result = same_engine.generate(full, comp, mode="symmetric_full", max_new_tokens=20)
+    drafter, verifier = result.stats.streams["S_full"], result.stats.streams["V_full"]
+    assert verifier.prefill_tokens == len(full) - 1
+    assert drafter.prefill_tokens == 0 and drafter.reused_tokens == len(full) - 1
+    assert result.token_ids == same_engine.generate(full, comp, mode="full", max_new_tokens=20).token_ids
+    same_engine.reset()
+    asym = same_engine.generate(full, comp, mode="asymmetric", max_new_tokens=20)
+    assert asym.stats.streams["S_comp"].prefill_tokens == 0  # copied from V_comp; S_full has no twin
+    assert asym.stats.streams["S_full"].prefill_tokens == len(full) - 1
