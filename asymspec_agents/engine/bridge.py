@@ -37,10 +37,13 @@ class VocabularyBridge:
         pairs = {d: verifier_by_bytes[data] for data, d in _id_per_bytes(drafter_bytes, drafter_tokenizer).items()
                  if data in verifier_by_bytes}  # drafter id -> verifier id
         self.shared_text_tokens = len(pairs)
+        drafter_eos = {d for d in drafter_eos if d < drafter_vocab}
         if verifier_eos and drafter_eos:  # end of sequence means the same to both, whatever its spelling
-            for d in drafter_eos:
-                if d < drafter_vocab:
-                    pairs[d] = min(verifier_eos)
+            # one drafter id per verifier id, so that lifting q never has two sources for one column
+            preferred = drafter_tokenizer.eos_token_id
+            target = verifier_tokenizer.eos_token_id
+            pairs[preferred if preferred in drafter_eos else min(drafter_eos)] = (
+                target if target in verifier_eos else min(verifier_eos))
         drafter_text = sum(1 for data in drafter_bytes if data)
         needed = min(MIN_SHARED_TOKENS, (drafter_text + 1) // 2)
         if self.shared_text_tokens < needed:
