@@ -1,19 +1,8 @@
 import pytest
 
 from asymspec_agents import AsymSpecEngine
-from asymspec_agents.models import tiny_random_pair
 
 PROMPT = "The quick brown fox jumps over the lazy dog. A stitch in time saves nine. " * 3
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return tiny_random_pair(seed=0)
-
-
-@pytest.fixture(scope="module")
-def same_pair():
-    return tiny_random_pair(seed=0, same=True)
 
 
 @pytest.fixture

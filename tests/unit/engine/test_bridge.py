@@ -4,6 +4,7 @@ from collections import Counter
 
 import pytest
 import torch
+from sampling_reference import total_variation, two_token_distribution
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig, VocabularyMismatchError
 from asymspec_agents.engine.bridge import DraftTranscript, VocabularyBridge, token_bytes
@@ -223,35 +224,12 @@ def test_sampled_bridged_asymmetric_with_beta_zero_reproduces_the_verifier_distr
     engine = AsymSpecEngine(verifier, drafter, v_tok, drafter_tokenizer=d_tok)
     full = v_tok("abcd dab cab a bcd " * 4)["input_ids"]
     comp = full[-10:]
-    probs = _verifier_distribution(verifier, comp)
+    probs = two_token_distribution(verifier, comp, TOP_K)
     config = dict(mode="asymmetric", beta=0.0, cda=False, temperature=1.0, top_k=TOP_K, max_new_tokens=2,
                   k_max=2, adaptive_k=False, decisions=None)
     runs = [engine.generate(full, comp, GenerationConfig(seed=seed, **config)) for seed in range(3000)]
     samples = [tuple(r.token_ids) for r in runs]
-    tv_small, tv_large = _total_variation(samples[:300], probs), _total_variation(samples, probs)
+    tv_small, tv_large = total_variation(samples[:300], probs), total_variation(samples, probs)
     assert tv_large < 0.04 and tv_large < tv_small
     assert sum(r.stats.accepted for r in runs) > 300  # drafts crossed the bridge and were accepted
     assert sum(r.stats.bridge_resyncs for r in runs) > 30  # the verifier committed 'cd', outside the intersection
-
-
-def _verifier_distribution(model, prompt):
-    probs = {}
-    with torch.inference_mode():
-        first = torch.softmax(_top_k(model(torch.tensor([prompt])).logits[0, -1]), -1)
-        for a in first.nonzero().flatten().tolist():
-            second = torch.softmax(_top_k(model(torch.tensor([prompt + [a]])).logits[0, -1]), -1)
-            for b in second.nonzero().flatten().tolist():
-                probs[(a, b)] = float(first[a] * second[b])
-    return probs
-
-
-def _top_k(logits):
-    kth = torch.topk(logits, TOP_K).values[-1]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def _total_variation(samples, probs):
-    counts = {}
-    for s in samples:
-        counts[s] = counts.get(s, 0) + 1
-    return 0.5 * sum(abs(counts.get(k, 0) / len(samples) - probs.get(k, 0.0)) for k in set(counts) | set(probs))

@@ -1,8 +1,6 @@
 """Sampled AsymSpec with β=0 and the gate off draws from the verifier's own distribution on the compressed view."""
 
-import itertools
-
-import torch
+from sampling_reference import total_variation, two_token_distribution
 
 from asymspec_agents import GenerationConfig
 
@@ -10,34 +8,9 @@ TOP_K = 2
 LENGTH = 2
 
 
-def verifier_distribution(model, prompt):
-    """Exact probabilities of every 2-token continuation under the verifier with temperature 1, top-k 2."""
-    probs = {}
-    with torch.inference_mode():
-        first = torch.softmax(_top_k(model(torch.tensor([prompt])).logits[0, -1]), -1)
-        for a in first.nonzero().flatten().tolist():
-            second = torch.softmax(_top_k(model(torch.tensor([prompt + [a]])).logits[0, -1]), -1)
-            for b in second.nonzero().flatten().tolist():
-                probs[(a, b)] = float(first[a] * second[b])
-    return probs
-
-
-def _top_k(logits):
-    kth = torch.topk(logits, TOP_K).values[-1]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def total_variation(samples, probs):
-    counts = {}
-    for s in samples:
-        counts[s] = counts.get(s, 0) + 1
-    keys = set(counts) | set(probs)
-    return 0.5 * sum(abs(counts.get(k, 0) / len(samples) - probs.get(k, 0.0)) for k in keys)
-
-
 def test_sampled_asymmetric_with_beta_zero_reproduces_the_verifier_distribution(engine, pair, views):
     full, comp = views
-    probs = verifier_distribution(pair.verifier, comp)
+    probs = two_token_distribution(pair.verifier, comp, TOP_K)
     config = dict(mode="asymmetric", beta=0.0, cda=False, temperature=1.0, top_k=TOP_K, max_new_tokens=LENGTH,
                   k_max=2, adaptive_k=False, decisions=None)
     samples = [tuple(engine.generate(full, comp, GenerationConfig(seed=seed, **config)).token_ids)
@@ -46,7 +19,7 @@ def test_sampled_asymmetric_with_beta_zero_reproduces_the_verifier_distribution(
     assert tv_large < 0.04
     assert tv_large < tv_small
     # the drafter's own distribution (what a broken acceptance rule would return) is far from the verifier's
-    drafter_probs = verifier_distribution(pair.drafter, full)
+    drafter_probs = two_token_distribution(pair.drafter, full, TOP_K)
     assert sum(abs(drafter_probs.get(k, 0) - probs.get(k, 0)) for k in set(probs) | set(drafter_probs)) / 2 > 0.2
 
 

@@ -9,24 +9,13 @@ from asymspec_agents import AsymSpecEngine
 from asymspec_agents.engine import GenerationConfig
 from asymspec_agents.engine.decisions import DecisionPolicy
 from asymspec_agents.errors import ConfigError, ModelLoadError
-from asymspec_agents.models import load_model, merge_adapter, tiny_random_pair
+from asymspec_agents.models import load_model, merge_adapter
 from asymspec_agents.training import agent_transcripts, agreement, check_lossless, decision_positions, mine_pairs
 from asymspec_agents.training.dpo import TrainSettings, train_adversarial
 from asymspec_agents.training.evaluate import lossless_prompts
 from asymspec_agents.training.mining import _pick_chosen
 
 CONTEXT = 48
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return tiny_random_pair(seed=0)
-
-
-@pytest.fixture(scope="module")
-def same_pair():
-    """The drafter is the verifier: every proposal is accepted before training."""
-    return tiny_random_pair(seed=0, same=True)
 
 
 @pytest.fixture(scope="module")
