@@ -61,6 +61,7 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
 def _generate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from .context.chat_format import chat_format
     from .engine import AsymSpecEngine, GenerationConfig
     from .errors import AsymSpecError
     from .models import PAIRS
@@ -73,10 +74,12 @@ def _generate(args: argparse.Namespace) -> int:
         )
         drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
         engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter)
-        full_ids = _encode(engine.tokenizer, args.prompt, args.system, args.raw)
-        comp_ids = _encode(engine.tokenizer, args.compressed_prompt, args.system, args.raw) if args.compressed_prompt else full_ids
-        if not args.raw:  # a base model's plain transcript ends a reply where the next user turn begins
-            config = replace(config, stop=[*config.stop, *chat_format(engine.tokenizer).stop])
+        # the model's chat template, or the plain transcript for base models; None: raw text
+        chat = None if args.raw else chat_format(engine.tokenizer)
+        full_ids = _encode(engine.tokenizer, chat, args.prompt, args.system)
+        comp_ids = _encode(engine.tokenizer, chat, args.compressed_prompt, args.system) if args.compressed_prompt else full_ids
+        if chat is not None:  # a base model's plain transcript ends a reply where the next user turn begins
+            config = replace(config, stop=[*config.stop, *chat.stop])
         text = []
         for chunk in engine.stream(full_ids, comp_ids, config):
             text.append(chunk.text)
@@ -93,17 +96,10 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def chat_format(tokenizer):
-    from .context.chat_format import chat_format as learn
-
-    return learn(tokenizer)
-
-
-def _encode(tokenizer, prompt: str, system: str | None, raw: bool) -> list[int]:
-    if raw:
+def _encode(tokenizer, chat, prompt: str, system: str | None) -> list[int]:
+    if chat is None:
         return tokenizer(prompt, add_special_tokens=False)["input_ids"]
     turns = ([("system", system)] if system else []) + [("user", prompt)]
-    chat = chat_format(tokenizer)  # the model's chat template, or the plain transcript for base models
     return tokenizer("".join(chat.segments(turns)) + chat.generation_prompt(turns), add_special_tokens=False)["input_ids"]
 
 

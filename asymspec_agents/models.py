@@ -244,7 +244,9 @@ def byte_tokenizer(merges: list[str] = (), alphabet: str | None = None):
     from transformers import PreTrainedTokenizerFast
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    to_char = {b: c for c, b in _byte_level_alphabet().items()}
+    from .engine.bridge import byte_level_inverse  # not at the top: the engine package imports this module
+
+    to_char = {b: c for c, b in byte_level_inverse().items()}
     spell = lambda text: "".join(to_char[b] for b in text.encode())  # noqa: E731 - text -> byte-level symbols
     chars = sorted(pre_tokenizers.ByteLevel.alphabet()) if alphabet is None else sorted({spell(c) for c in alphabet})
     merge_pairs = []
@@ -265,12 +267,6 @@ def byte_tokenizer(merges: list[str] = (), alphabet: str | None = None):
     )
     tokenizer.chat_template = BYTE_CHAT_TEMPLATE
     return tokenizer
-
-
-def _byte_level_alphabet() -> dict[str, int]:
-    from .engine.bridge import byte_level_inverse
-
-    return byte_level_inverse()
 
 
 def tiny_random_model(vocab_size: int, *, seed: int = 0, layers: int = 2, hidden: int = 64, logit_std: float = 3.0,
