@@ -134,7 +134,7 @@ class AsymSpecEngine:
         it (or on a conversation extending it) start from a warm cache."""
         config = GenerationConfig(decisions=None)
         prompts = self._prompts(full_ids, comp_ids, config)
-        drafter_prompts = self._drafter_prompts(prompts)
+        drafter_prompts = self._drafter_prompts(prompts, {"full", "comp"})
         with self._lock:
             for view in ("full", "comp"):
                 verifier = self._stream_for("verifier", view)
@@ -187,7 +187,7 @@ class AsymSpecEngine:
         verify = self._stream_for("verifier", verify_view)
         draft = self._stream_for("drafter", draft_view) if draft_view else None
         contrast_stream = self._stream_for("drafter", "comp") if contrast else None
-        drafter_prompts = self._drafter_prompts(prompts) if draft_view else prompts
+        drafter_prompts = self._drafter_prompts(prompts, {s.view for s in (draft, contrast_stream) if s is not None})
         longest = len(prompts[verify_view])
         for stream in (draft, contrast_stream):
             if stream is not None:
@@ -198,11 +198,12 @@ class AsymSpecEngine:
                             constraint=constraint, bridge=self.bridge if draft_view else None,
                             drafter_prompts=drafter_prompts)
 
-    def _drafter_prompts(self, prompts: dict[str, list[int]]) -> dict[str, list[int]]:
-        """The views in the drafter's tokens: the same ids, or re-encoded text across a vocabulary bridge."""
+    def _drafter_prompts(self, prompts: dict[str, list[int]], views: set[str]) -> dict[str, list[int]]:
+        """The drafter's views in its own tokens: the same ids, or (across a vocabulary bridge) the text of just
+        the views it reads, re-encoded."""
         if self.bridge is None:
             return prompts
-        return {view: self.bridge.drafter_prompt(ids) for view, ids in prompts.items()}
+        return {view: self.bridge.drafter_prompt(prompts[view]) for view in views}
 
     def _stream_for(self, role: str, view: str) -> KVStream:
         key = (role, view)
