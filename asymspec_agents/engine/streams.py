@@ -47,9 +47,9 @@ class KVStream:
         target = prompt[:-1]
         keep = _common_prefix(self.ids, target)
         self.rollback(keep)
-        for donor in donors:
+        for donor in (d for d in donors if d.model is self.model):
             reach = _common_prefix(donor.ids, target)
-            if reach > keep and donor.model is self.model and self._copy_from(donor, keep, reach):
+            if reach > keep and self._copy_from(donor, keep, reach):
                 keep = reach
         self.stats.reused_tokens += keep
         self.stats.reused_flops += self._flops(keep, 0, 0)
