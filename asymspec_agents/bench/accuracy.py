@@ -62,7 +62,7 @@ def plan(quick: bool, pair: str = "bundled") -> dict:
     if quick:
         return {"items": 8, "settings": {"needle": [("head_tail", 4), ("bm25", 4)], "tools": [("signatures", None)],
                                          "retention": [("head_tail", 4)]},
-                "systems": systems([0.0, 1.0, 2.0], [True]) + systems([1.0], [False])[3:]}
+                "systems": systems([0.0, 1.0, 2.0], [True])}  # the gate on/off comparison is in the full run
     ratios = [2, 4, 8]
     compressors = ["head_tail", "bm25", "surprisal"]
     return {"items": 50, "settings": {"needle": [(c, r) for c in compressors for r in ratios],
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", nargs="?", default="all", choices=["accuracy", "cost", "scaling", "all"])
     parser.add_argument("--quick", action="store_true", help="a reduced grid that finishes in minutes")
     parser.add_argument("--pair", default="bundled", choices=sorted(PAIRS))
-    parser.add_argument("--items", type=int, help="items per task (default: 10 quick, 50 full)")
+    parser.add_argument("--items", type=int, help="items per task (default: 8 quick, 50 full)")
     parser.add_argument("--tasks", nargs="+", help="subset of needle, needle2, tools, retention")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "accuracy"), help="output folder")
@@ -256,7 +256,7 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
     import torch
 
     from ..chat import AsymSpecChat
-    from ..context import ToolSpec
+    from ..context import ToolSpec, UserMessage
     from ..engine import GenerationConfig
 
     tools = [ToolSpec("read_docs", "Read a section of the Python reference documentation.",
@@ -264,6 +264,9 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
     chat = AsymSpecChat(engine, config=GenerationConfig(max_new_tokens=max_new_tokens, mode="asymmetric"))
     conversations = agent_script(engine.tokenizer, steps)
     rows = [{"step": step} for step in range(1, len(conversations) + 1)]
+    # One untimed reply first: the tool grammar is compiled once per process and first forwards pay one-off costs;
+    # neither belongs to step 1 of one pass only.
+    chat.reply([conversations[0][0], UserMessage("Which tool do you have?")], tools=tools)
     engine.reset()
     for row, messages in zip(rows, tqdm(conversations, desc="scaling: caches reused", unit="step")):
         start = time.perf_counter()
@@ -288,6 +291,8 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
                                      pad_token_id=engine.tokenizer.pad_token_id)
         row["hf_generate_seconds"] = time.perf_counter() - start
     return {"steps": rows, "step12_over_step1_with_reuse": rows[-1]["reuse_seconds"] / rows[0]["reuse_seconds"],
+            # from step 2 on, every step adds one tool result of the same size
+            "step12_over_step2_with_reuse": rows[-1]["reuse_seconds"] / rows[1]["reuse_seconds"],
             "step12_over_step1_flops_with_reuse": rows[-1]["gflops_with_reuse"] / rows[0]["gflops_with_reuse"]}
 
 
@@ -325,7 +330,9 @@ def render_markdown(results: dict) -> str:
         flops = s.get("step12_over_step1_flops_with_reuse")
         lines.append(f"\n## Multi-turn agent scaling (step 12 / step 1 with reuse: "
                      f"{s['step12_over_step1_with_reuse']:.2f}× in time"
-                     + (f", {flops:.2f}× in FLOPs" if flops else "") + "; target ≤ 1.3×)\n\n" + markdown_table(
+                     + (f", {flops:.2f}× in FLOPs" if flops else "") + "; target ≤ 1.3×"
+                     + (f"; step 12 / step 2: {s['step12_over_step2_with_reuse']:.2f}×"
+                        if "step12_over_step2_with_reuse" in s else "") + ")\n\n" + markdown_table(
                          ["step", "full tokens", "compressed tokens", "with reuse s", "fresh engine s",
                           "transformers generate s", "tokens prefilled (reuse)", "GFLOPs (reuse)"], table))
     return "".join(lines)

@@ -18,6 +18,12 @@ from .common import RESULTS, markdown_table, median, pydoc_text, write_json
 
 SYSTEMS = ("hf_generate", "hf_assisted", "full", "symmetric_full", "asymmetric")
 KS = (1, 2, 4, 8, 16)
+LAST_ROW_SIZES = (2, 3)
+
+
+def forward_sizes(k_max: int) -> tuple[int, ...]:
+    """The k timed alone: powers of two and the largest verification forward (k_max drafts + the last token)."""
+    return tuple(sorted(set(KS) | {k_max + 1}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=int, nargs="+", default=[100, 1000, 3000])
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--k-max", type=int, default=8)
+    parser.add_argument("--k-max", type=int, default=16,
+                        help="longest draft block (transformers' assisted generation starts at 20)")
     parser.add_argument("--out", default=str(RESULTS / "throughput"), help="path prefix of the .json/.md/.png files")
     args = parser.parse_args(argv)
     from ..engine import AsymSpecEngine
@@ -54,7 +61,8 @@ def measure_length(engine, prompt: list[int], comp: list[int], args) -> dict:
             runs[name].append(run_system(name, engine, prompt, comp, args))
             bar.update()
     bar.close()
-    costs = {view: forward_costs(engine, ids) for view, ids in (("full", prompt), ("comp", comp))}
+    costs = {view: forward_costs(engine, ids, forward_sizes(args.k_max), decoded=args.new_tokens // 2)
+             for view, ids in (("full", prompt), ("comp", comp))}
     result = {"prompt_tokens": len(prompt), "comp_tokens": len(comp), "forward_costs": costs, "systems": {}}
     for name, samples in runs.items():
         entry = {
@@ -105,8 +113,11 @@ def run_system(name: str, engine, prompt: list[int], comp: list[int], args) -> d
     return {"seconds": seconds, "tokens": len(result.token_ids), "token_ids": result.token_ids, "stats": result.stats}
 
 
-def forward_costs(engine, prompt: list[int], repeats: int = 7) -> dict:
-    """Median seconds of a fresh prefill of the prompt and of one forward over k new tokens on its cache."""
+def forward_costs(engine, prompt: list[int], sizes: tuple[int, ...] = KS, decoded: int = 0, repeats: int = 7) -> dict:
+    """Median seconds of a fresh prefill of the prompt and of one forward over k new tokens on its cache.
+
+    The forwards are timed after `decoded` more tokens, the middle of a run: on a 100-token prompt, 128 new
+    tokens more than double the context the last forwards attend to."""
     from ..engine.streams import KVStream
 
     stream = KVStream(engine.verifier, "verifier", "probe", engine.vocab_size)
@@ -117,19 +128,27 @@ def forward_costs(engine, prompt: list[int], repeats: int = 7) -> dict:
         stream.sync(prompt)
         prefill.append(time.perf_counter() - start)
     costs = {"prefill": median(prefill)}
+    stream.sync(prompt + (prompt * (1 + decoded // len(prompt)))[:decoded])
     base = len(stream)
-    for k in KS:  # warm every shape once before timing it
-        stream.forward(prompt[-1:] + prompt[:k - 1])
+    for k, keep in [(k, None) for k in sizes] + [(k, 1) for k in LAST_ROW_SIZES]:  # warm every shape first
+        stream.forward(prompt[-1:] + prompt[:k - 1], keep=keep)
         stream.rollback(base)
-    for k in KS:
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            stream.forward(prompt[-1:] + prompt[:k - 1])
-            samples.append(time.perf_counter() - start)
-            stream.rollback(base)
-        costs[k] = median(samples)
+    for k in sizes:
+        costs[k] = _median_forward(stream, prompt[-1:] + prompt[:k - 1], None, repeats)
+    for k in LAST_ROW_SIZES:  # the drafter reads the last accepted draft and the bonus token, keeping one row
+        costs[f"{k} last row"] = _median_forward(stream, prompt[-1:] + prompt[:k - 1], 1, repeats)
     return costs
+
+
+def _median_forward(stream, tokens: list[int], keep: int | None, repeats: int) -> float:
+    base = len(stream)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        stream.forward(tokens, keep=keep)
+        samples.append(time.perf_counter() - start)
+        stream.rollback(base)
+    return median(samples)
 
 
 def ideal_seconds(stats, costs: dict) -> float:
@@ -140,13 +159,14 @@ def ideal_seconds(stats, costs: dict) -> float:
         if stream.prefill_tokens:
             total += table["prefill"]
         for size, count in stream.decode_sizes.items():
-            total += count * _cost(table, size)
+            partial = stream.decode_partial_logits[size] if size in LAST_ROW_SIZES else 0
+            total += (count - partial) * _cost(table, size) + partial * table.get(f"{size} last row", 0.0)
     return total
 
 
 def _cost(table: dict, size: int) -> float:
     """Interpolate linearly between the measured k (cost grows sub-linearly with k here)."""
-    ks = sorted(k for k in table if isinstance(k, int))
+    ks = sorted(k for k in table if isinstance(k, int))  # (not the "k last row" entries)
     if size in table:
         return table[size]
     lower = max([k for k in ks if k < size], default=ks[0])
@@ -166,14 +186,17 @@ def write_outputs(report: dict, prefix: str) -> None:
             rows.append([entry["prompt_tokens"], name, f"{s['tokens_per_s']:.1f}", f"{s['vs_hf_generate']:.2f}",
                          f"{s['vs_hf_assisted']:.2f}", f"{s['acceptance_rate']:.0%}" if "acceptance_rate" in s else "",
                          f"{s['measured_over_ideal']:.3f}" if "measured_over_ideal" in s else "", same])
-    cost_rows = [[e["prompt_tokens"], *(f"{e['forward_costs']['full'][k] / e['forward_costs']['full'][1]:.2f}" for k in KS),
+    sizes = forward_sizes(report["settings"]["k_max"])
+    cost_rows = [[e["prompt_tokens"], *(f"{e['forward_costs']['full'][k] / e['forward_costs']['full'][1]:.2f}" for k in sizes),
+                  f"{e['forward_costs']['full']['2 last row'] / e['forward_costs']['full'][1]:.2f}",
                   f"{e['forward_costs']['full'][1] * 1000:.1f}"] for e in report["lengths"]]
     text = ("# Throughput (bundled SmolLM2-135M-Instruct, greedy, identical drafter, medians of "
             f"{report['settings']['repeats']} interleaved runs, {report['settings']['new_tokens']} new tokens, "
+            f"k_max {report['settings']['k_max']}, "
             f"{report['torch_threads']} torch thread(s))\n\n"
             + markdown_table(header, rows)
             + "\n## One verifier forward over k new tokens, relative to k = 1\n\n"
-            + markdown_table(["prompt", *(f"k={k}" for k in KS), "k=1 ms"], cost_rows))
+            + markdown_table(["prompt", *(f"k={k}" for k in sizes), "k=2, last row's logits only", "k=1 ms"], cost_rows))
     open(prefix + ".md", "w").write(text)
     plot(report, prefix + ".png")
 

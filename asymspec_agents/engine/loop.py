@@ -60,7 +60,7 @@ class DecodingLoop:
     def _verifier_step(self) -> list[tuple[int, int, str, bool]]:
         """No drafter: the verifier decodes one token at slot 0."""
         allowed = self._allowed()
-        row = self._masked(self.verify.forward(self._unread(self.verify))[-1], allowed)
+        row = self._masked(self.verify.forward(self._unread(self.verify), keep=1)[0], allowed)
         decision = self._decision_before([], allowed) or self._entropy_decision(row)
         return [(self._advance(self._choose(row)), 0, VERIFIER, decision)]
 
@@ -69,8 +69,8 @@ class DecodingLoop:
         k_target = min(self.k, self.max_new_tokens - len(self.generated) - 1)
         drafts, drafter_drafts, a_rows, q_rows, masks, decision_now, decision_next = self._draft_tokens(k_target)
         k = len(drafts)
-        t_rows = self.verify.forward(self._unread(self.verify) + drafts)[-k - 1:]  # [k+1, vocab]
-        b_rows = (self.contrast.forward(self._unread(self.contrast) + drafter_drafts)[-k - 1:]  # [k+1, drafter vocab]
+        t_rows = self.verify.forward(self._unread(self.verify) + drafts, keep=k + 1)  # [k+1, vocab]
+        b_rows = (self.contrast.forward(self._unread(self.contrast) + drafter_drafts, keep=k + 1)  # [k+1, drafter vocab]
                   if self.contrast else None)
 
         n, cut = k, None
@@ -111,7 +111,7 @@ class DecodingLoop:
         """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point.
 
         Returns the drafts in the verifier's ids and in the drafter's (the same list without a bridge)."""
-        a_rows = [self.draft.forward(self._unread(self.draft))[-1]]
+        a_rows = [self.draft.forward(self._unread(self.draft), keep=1)[0]]
         allowed = self._allowed()
         decision_now = (self._forced_decision or self._decision_before([], allowed)
                         or self._entropy_decision(a_rows[0]))

@@ -25,6 +25,7 @@ class StreamStats:
     decode_tokens: int = 0
     decode_forwards: int = 0
     decode_sizes: Counter = field(default_factory=Counter)  # tokens per decode forward -> forwards
+    decode_partial_logits: Counter = field(default_factory=Counter)  # the same, for forwards keeping only some logits
     flops: float = 0.0
     seconds: float = 0.0
 
@@ -91,7 +92,8 @@ class GenerationStats:
         data = asdict(self)
         data["accepted_lengths"] = {int(k): v for k, v in sorted(self.accepted_lengths.items())}
         for name, stream in data["streams"].items():
-            stream["decode_sizes"] = {int(k): v for k, v in sorted(self.streams[name].decode_sizes.items())}
+            for counter in ("decode_sizes", "decode_partial_logits"):
+                stream[counter] = {int(k): v for k, v in sorted(getattr(self.streams[name], counter).items())}
         data.update(
             acceptance_rate=self.acceptance_rate,
             delta_abs_mean=self.delta_abs_mean,

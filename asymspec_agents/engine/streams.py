@@ -57,9 +57,12 @@ class KVStream:
         for start in range(0, len(rest), PREFILL_CHUNK):
             self._forward(rest[start:start + PREFILL_CHUNK], keep_logits=1, prefill=True)
 
-    def forward(self, tokens: list[int]) -> torch.Tensor:
-        """Feed tokens, return float32 logits for each of them over the shared vocabulary. `[len(tokens), vocab]`"""
-        return self._forward(tokens, keep_logits=len(tokens), prefill=False)
+    def forward(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
+        """Feed tokens, return float32 logits over the shared vocabulary for the last `keep` of them (all by
+        default). `[keep, vocab]`. Keep only what is read: the output projection is a large share of a small
+        model's forward, and on CPU it costs twice as much for two rows as for one."""
+        keep = len(tokens) if keep is None else min(keep, len(tokens))
+        return self._forward(tokens, keep_logits=keep, prefill=False)
 
     def rollback(self, length: int) -> None:
         drop = len(self.ids) - length
@@ -121,6 +124,8 @@ class KVStream:
             s.decode_tokens += n
             s.decode_forwards += 1
             s.decode_sizes[n] += 1
+            if kept < n:
+                s.decode_partial_logits[n] += 1
         s.flops += self._flops(n, context, kept)
         s.seconds += seconds
 

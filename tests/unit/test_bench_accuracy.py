@@ -79,3 +79,34 @@ def test_agent_script_grows_the_history_step_by_step():
     conversations = accuracy.agent_script(tokenizer, steps=4, target_tokens=2000)
     assert [len(c) for c in conversations] == [2, 4, 6, 8]
     assert all(a == b[: len(a)] for a, b in zip(conversations, conversations[1:]))
+
+
+def test_every_setting_of_the_full_plan_runs_and_compresses():
+    """The full grid (every task × compressor × ratio) on one item each: all run and every view is compressed."""
+    pair = tiny_random_pair(seed=0, max_positions=16384)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    full = accuracy.plan(quick=False)
+    run_plan = {"items": 1, "settings": full["settings"],
+                "systems": [s for s in full["systems"] if s.name in ("floor", "asym β=1.5 no-gate")]}
+    assert len(run_plan["systems"]) == 2
+    records = accuracy.run_accuracy(engine, run_plan, seed=0)
+    settings = {(task, c, r) for task, found in full["settings"].items() for c, r in found}
+    assert {(r["task"], r["compressor"], r["ratio"]) for r in records} == settings
+    assert len(records) == 2 * len(settings)
+    assert all(r["comp_tokens"] < r["full_tokens"] for r in records)
+
+
+def test_scaling_run_reuses_caches_between_steps():
+    pair = tiny_random_pair(seed=0, max_positions=16384)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    scaling = accuracy.run_scaling(engine, steps=3, max_new_tokens=4)
+    steps = scaling["steps"]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    assert steps[0]["full_tokens"] < steps[1]["full_tokens"] < steps[2]["full_tokens"]
+    for before, after in zip(steps, steps[1:]):  # each step prefills little more than what it added to each view
+        added = {view: after[f"{view}_tokens"] - before[f"{view}_tokens"] for view in ("full", "comp")}
+        # the drafter reads the full view, the verifier and the (different) drafter the compressed one
+        assert after["prefilled_tokens_with_reuse"] <= added["full"] + 2 * added["comp"] + 64
+        assert added["full"] + 2 * added["comp"] + 64 < after["full_tokens"] + 2 * after["comp_tokens"]  # fresh
+    assert all(r["fresh_seconds"] > 0 and r["hf_generate_seconds"] > 0 for r in steps)
+    assert scaling["step12_over_step2_with_reuse"] > 0

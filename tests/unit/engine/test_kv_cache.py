@@ -49,3 +49,16 @@ def test_engine_on_an_int8_cache_keeps_the_beta_zero_reduction(pair, views):
 def test_unknown_cache_precision_is_refused(pair):
     with pytest.raises(ConfigError, match="kv_cache"):
         AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_cache="fp4")
+
+
+def test_stream_keeping_the_last_logits_returns_the_rows_of_a_full_forward(pair):
+    from asymspec_agents.engine.streams import KVStream
+
+    stream = KVStream(pair.verifier, "verifier", "full", pair.verifier.config.vocab_size)
+    stream.sync(list(range(3, 33)))
+    everything = stream.forward([40, 41, 42])
+    stream.rollback(29)
+    last = stream.forward([40, 41, 42], keep=1)
+    assert last.shape == (1, everything.shape[1])
+    assert torch.allclose(last[0], everything[-1], atol=1e-5)
+    assert stream.stats.decode_sizes[3] == 2 and stream.stats.decode_partial_logits[3] == 1
