@@ -72,6 +72,25 @@ def plan(quick: bool, pair: str = "bundled") -> dict:
             "systems": systems([0.0, 0.5, 1.0, 1.5, 2.0], [True, False])}
 
 
+def narrow(run_plan: dict, *, tasks=None, compressors=None, ratios=None, betas=None, gate=None) -> dict:
+    """A plan cut down to the given tasks, compressors, ratios, β values and gate setting (None keeps all).
+    Settings without a ratio (tool schemas shown as signatures) are not filtered by compressor or ratio."""
+    def kept_setting(compressor, ratio) -> bool:
+        return ratio is None or ((not compressors or compressor in compressors) and (not ratios or ratio in ratios))
+
+    def kept_system(system: System) -> bool:
+        found = system.overrides
+        if found.get("mode") != "asymmetric":
+            return True
+        return ((not betas or found["beta"] in betas)
+                and (gate in (None, "both") or found["cda"] == (gate == "on")))
+
+    settings = {task: [s for s in found if kept_setting(*s)] for task, found in run_plan["settings"].items()
+                if not tasks or task in tasks}
+    return {**run_plan, "settings": {task: found for task, found in settings.items() if found},
+            "systems": [system for system in run_plan["systems"] if kept_system(system)]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asymspec bench", description=__doc__)
     parser.add_argument("what", nargs="?", default="all", choices=["accuracy", "cost", "scaling", "all"])
@@ -79,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pair", default="bundled", choices=sorted(PAIRS))
     parser.add_argument("--items", type=int, help="items per task (default: 8 quick, 50 full)")
     parser.add_argument("--tasks", nargs="+", help="subset of needle, needle2, tools, retention")
+    parser.add_argument("--compressors", nargs="+", help="subset of head_tail, bm25, surprisal (tools keep signatures)")
+    parser.add_argument("--ratios", type=int, nargs="+", help="subset of the compression ratios")
+    parser.add_argument("--betas", type=float, nargs="+", help="subset of the β values of the AsymSpec systems")
+    parser.add_argument("--gate", choices=["on", "off", "both"], help="keep AsymSpec systems with the gate on/off")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "accuracy"), help="output folder")
     args = parser.parse_args(argv)
@@ -90,11 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     results = {"pair": args.pair, "quick": args.quick, "seed": args.seed, "date": time.strftime("%Y-%m-%d"),
                "machine": _machine()}
     if args.what in ("accuracy", "cost", "all"):
-        run_plan = plan(args.quick, args.pair)
+        grid = plan(args.quick, args.pair)
+        run_plan = narrow(grid, tasks=args.tasks, compressors=args.compressors, ratios=args.ratios,
+                          betas=args.betas, gate=args.gate)
         if args.items:
             run_plan["items"] = args.items
-        if args.tasks:
-            run_plan["settings"] = {t: s for t, s in run_plan["settings"].items() if t in args.tasks}
+        if run_plan != grid:
+            results["run"] = f"part of the {'quick' if args.quick else 'full'} grid"
+        results["plan"] = {"items": run_plan["items"], "settings": run_plan["settings"],
+                           "systems": [system.name for system in run_plan["systems"]]}
         records = run_accuracy(engine, run_plan, args.seed)
         results["accuracy"] = summarize(records, run_plan["systems"])
         results["records"] = records
@@ -299,7 +326,8 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
 # -- output --------------------------------------------------------------------------------------------------
 
 def render_markdown(results: dict) -> str:
-    lines = [f"# AsymSpec benchmark ({'quick' if results['quick'] else 'full'} run, pair `{results['pair']}`, "
+    run = results.get("run", "quick run" if results["quick"] else "full run")
+    lines = [f"# AsymSpec benchmark ({run}, pair `{results['pair']}`, "
              f"{results['date']}, {results['machine']})\n"]
     if results["pair"] == "bundled-hetero":
         lines.append("\nA genuinely smaller drafter: SmolLM2-135M-Instruct (vocabulary 49152) drafts for Gemma-3-270M "
@@ -307,6 +335,12 @@ def render_markdown(results: dict) -> str:
     if results["pair"] == "bundled":
         lines.append("\nThe bundled pair uses one model as drafter and verifier: AsymSpec with β = 1 equals the "
                      "Ceiling by construction, so its gap closed measures the implementation, not the idea.\n")
+    if "plan" in results:
+        run_plan = results["plan"]
+        settings = "; ".join(f"{task}: " + ", ".join(c + (f" {r}×" if r else "") for c, r in found)
+                             for task, found in run_plan["settings"].items())
+        lines.append(f"\nPlan: {run_plan['items']} items per task ({settings}); systems: "
+                     f"{', '.join(run_plan['systems'])}.\n")
     if "accuracy" in results:
         header = ["task", "compression", "system", "accuracy (test)", "gap closed [95% CI]", "acceptance",
                   "s/item", "verifier FLOPs × ceiling", "drafter GFLOPs"]

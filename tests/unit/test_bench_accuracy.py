@@ -110,3 +110,11 @@ def test_scaling_run_reuses_caches_between_steps():
         assert added["full"] + 2 * added["comp"] + 64 < after["full_tokens"] + 2 * after["comp_tokens"]  # fresh
     assert all(r["fresh_seconds"] > 0 and r["hf_generate_seconds"] > 0 for r in steps)
     assert scaling["step12_over_step2_with_reuse"] > 0
+
+
+def test_a_plan_narrows_to_the_chosen_settings_and_systems():
+    narrowed = accuracy.narrow(accuracy.plan(quick=False), tasks=["needle", "tools"], compressors=["head_tail"],
+                               ratios=[4, 8], betas=[1.0], gate="off")
+    assert narrowed["settings"] == {"needle": [("head_tail", 4), ("head_tail", 8)], "tools": [("signatures", None)]}
+    assert [s.name for s in narrowed["systems"]] == ["floor", "ceiling", "symmetric", "asym β=1 no-gate"]
+    assert accuracy.narrow(accuracy.plan(quick=True)) == accuracy.plan(quick=True)
