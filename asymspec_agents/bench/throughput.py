@@ -159,8 +159,11 @@ def ideal_seconds(stats, costs: dict) -> float:
         if stream.prefill_tokens:
             total += table["prefill"]
         for size, count in stream.decode_sizes.items():
+            # forwards that kept one row, at the sizes timed that way; any others are costed as full forwards
             partial = stream.decode_partial_logits[size] if size in LAST_ROW_SIZES else 0
-            total += (count - partial) * _cost(table, size) + partial * table.get(f"{size} last row", 0.0)
+            total += (count - partial) * _cost(table, size)
+            if partial:
+                total += partial * table[f"{size} last row"]
     return total
 
 
