@@ -142,7 +142,7 @@ def _build(name: str, drafter):
 
 def _load(which: str, need_drafter: bool):
     if which == "byte":
-        from ..models import tiny_random_pair
+        from ..testing import tiny_random_pair
 
         pair = tiny_random_pair(0)
         return pair.tokenizer, pair.drafter

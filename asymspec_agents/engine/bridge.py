@@ -15,15 +15,12 @@ bytes) form the *intersection*. Across the bridge:
 
 from __future__ import annotations
 
-import json
-import re
-
 import torch
 
 from ..errors import VocabularyMismatchError
+from ..token_bytes import BYTE_TOKEN, token_bytes
 
 MIN_SHARED_TOKENS = 256  # fewer shared tokens (or under half a small drafter vocabulary): refuse the pair
-_BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
 class VocabularyBridge:
@@ -129,39 +126,10 @@ class DraftTranscript:
                 self._pending = []
 
 
-def token_bytes(tokenizer, vocab_size: int) -> list[bytes]:
-    """The raw bytes each token id stands for (special tokens: empty). Byte-level BPE (GPT-2, SmolLM2, Qwen)
-    maps its printable alphabet back to bytes; SentencePiece-style vocabularies (Llama, Gemma) turn '▁' into a
-    space and `<0xNN>` into that byte."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        raise VocabularyMismatchError(
-            f"{type(tokenizer).__name__} is a slow tokenizer; bridging vocabularies needs a fast (Rust) tokenizer: "
-            "load it with use_fast=True."
-        )
-    decoder = json.dumps(json.loads(backend.to_str()).get("decoder"))
-    byte_level = '"ByteLevel"' in decoder
-    table = [b""] * vocab_size
-    specials = _special_ids(tokenizer)
-    inverse = byte_level_inverse() if byte_level else None
-    for token, index in tokenizer.get_vocab().items():
-        if index >= vocab_size or index in specials:
-            continue
-        if byte_level:
-            if all(ch in inverse for ch in token):
-                table[index] = bytes(inverse[ch] for ch in token)
-            else:  # an added, non-special token: stored as plain text
-                table[index] = token.encode()
-            continue
-        match = _BYTE_TOKEN.match(token)
-        table[index] = bytes([int(match.group(1), 16)]) if match else token.replace("\u2581", " ").encode()
-    return table
-
-
 def _id_per_bytes(table: list[bytes], tokenizer) -> dict[bytes, int]:
     """bytes -> one id: the lowest ordinary piece, else the `<0xNN>` byte-fallback token."""
     chosen: dict[bytes, int] = {}
-    fallback = {i for t, i in tokenizer.get_vocab().items() if _BYTE_TOKEN.match(t)}
+    fallback = {i for t, i in tokenizer.get_vocab().items() if BYTE_TOKEN.match(t)}
     for index, data in enumerate(table):
         if data and index not in fallback:
             chosen.setdefault(data, index)
@@ -169,27 +137,6 @@ def _id_per_bytes(table: list[bytes], tokenizer) -> dict[bytes, int]:
         if index < len(table) and table[index]:
             chosen.setdefault(table[index], index)
     return chosen
-
-
-def _special_ids(tokenizer) -> set[int]:
-    ids = set(tokenizer.all_special_ids)
-    for index, added in getattr(tokenizer, "added_tokens_decoder", {}).items():
-        if added.special:
-            ids.add(int(index))
-    return ids
-
-
-def byte_level_inverse() -> dict[str, int]:
-    """Inverse of GPT-2's bytes_to_unicode: printable stand-in character -> byte."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
 
 
 def _complete_utf8(data: bytes) -> bool:

@@ -4,7 +4,7 @@ A position is tagged when the decoded text before it ends with a trigger (a rege
 a grammar constraint branches there (it allows a few different next characters: which tool, which enum value,
 true or false, another argument or the end of the object), or when the distribution at it is more uncertain
 than an entropy threshold. The engine ends a draft block just before a tagged position, so the verifier
-produces that token at the first slot of its next pass (DESIGN §4).
+produces that token at the first slot of its next pass (docs/design.md §6).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
+
+from ..token_bytes import token_bytes
 
 # Each trigger matches the text *before* the decision token.
 TOOL_NAME = r'<tool_call>\s*\{\s*"name"\s*:\s*"$'
@@ -60,7 +62,5 @@ class DecisionPolicy:
 @lru_cache(maxsize=8)
 def first_visible_bytes(tokenizer, vocab_size: int) -> torch.Tensor:
     """Per token id, the first byte of its text that is not whitespace (-1: none, e.g. special tokens)."""
-    from .bridge import token_bytes
-
     table = [data.lstrip() for data in token_bytes(tokenizer, vocab_size)]
     return torch.tensor([data[0] if data else -1 for data in table], dtype=torch.int16)

@@ -1,6 +1,6 @@
 import pytest
 
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from asymspec_agents import AsymSpecEngine
 from asymspec_agents.bench import decisions
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 
 
 def test_scheduling_puts_every_tagged_decision_at_slot_zero_on_a_tiny_pair():

@@ -7,7 +7,7 @@ import pytest
 from asymspec_agents import AsymSpecEngine, GenerationConfig, InvalidInputError
 from asymspec_agents.chat import AsymSpecChat, ToolCallSplitter
 from asymspec_agents.context import ToolResult, ToolSpec, UserMessage, AssistantMessage, ToolCall
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 
 WEATHER = ToolSpec("get_weather", "Current weather of a city.",
                    {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}}, "required": ["city"]})

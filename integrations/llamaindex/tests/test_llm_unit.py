@@ -16,7 +16,7 @@ from llama_index.llms.asymspec.base import to_core_messages, to_tool_spec
 from asymspec_agents import AsymSpecEngine, InvalidInputError
 from asymspec_agents.context import AssistantMessage, SystemMessage, ToolResult, UserMessage
 from asymspec_agents.errors import InvalidMessageError, InvalidToolSchemaError
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 
 
 def get_weather(city: str) -> str:

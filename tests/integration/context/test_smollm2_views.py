@@ -131,7 +131,7 @@ def _is_subsequence(needle, haystack):
 
 
 def test_minilm_embeddings_come_back_in_input_order_and_unit_length():
-    from asymspec_agents.context.compressors import MiniLMEmbedder
+    from asymspec_agents.context.embedders import MiniLMEmbedder
 
     texts = ["a", "a much longer sentence about loops and exceptions in Python", "mid length text", "x" * 300]
     embedder = MiniLMEmbedder(mode="transformer", batch_size=2)

@@ -1,6 +1,6 @@
 import pytest
 
-from asymspec_agents.models import byte_tokenizer
+from asymspec_agents.testing import byte_tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@ import pytest
 
 from asymspec_agents.context.chat_format import DiffFormat, RoleFormat, chat_format
 from asymspec_agents.errors import InvalidMessageError
-from asymspec_agents.models import byte_tokenizer
+from asymspec_agents.testing import byte_tokenizer
 
 # Llama-3 style: content is trimmed, so prefix + content + suffix does not hold.
 TRIMMING = (

@@ -11,7 +11,7 @@ from asymspec_agents.context import BM25Select, EmbeddingSelect, HeadTail, Surpr
 from asymspec_agents.context.compressors import GAP, drafter_surprisal, join_selected, split_chunks
 from asymspec_agents.context.tokens import TokenCounter
 from asymspec_agents.errors import ConfigError
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 
 LOG = "\n".join(f"2024-05-0{i % 9 + 1} worker-{i} processed batch {i} in {i * 7} ms" for i in range(80))
 NEEDLE = "worker-57 processed batch 57"

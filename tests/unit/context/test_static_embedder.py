@@ -11,7 +11,7 @@ import pytest
 
 from asymspec_agents.bench.compression import _documents
 from asymspec_agents.context import EmbeddingSelect
-from asymspec_agents.context.compressors import MiniLMEmbedder
+from asymspec_agents.context.embedders import MiniLMEmbedder
 from asymspec_agents.context.tokens import TokenCounter
 from asymspec_agents.errors import ConfigError
 

@@ -1,11 +1,10 @@
 """Bad input gets the project's own errors; stop strings, EOS, streaming and stats behave."""
 
 import pytest
-import torch
 
 from asymspec_agents import (AsymSpecEngine, ConfigError, ContextTooLongError, GenerationConfig, InvalidInputError,
                              VocabularyMismatchError)
-from asymspec_agents.models import byte_tokenizer, tiny_random_model, tiny_random_pair
+from asymspec_agents.testing import byte_tokenizer, tiny_random_model, tiny_random_pair
 
 
 def test_mismatched_vocabularies_without_a_bridge_are_refused_naming_the_first_differing_ids(pair):

@@ -7,7 +7,6 @@ import torch
 
 from asymspec_agents import AsymSpecEngine
 from asymspec_agents.engine import GenerationConfig
-from asymspec_agents.engine.decisions import DecisionPolicy
 from asymspec_agents.errors import ConfigError, ModelLoadError
 from asymspec_agents.models import load_model, merge_adapter
 from asymspec_agents.training import agent_transcripts, agreement, check_lossless, decision_positions, mine_pairs

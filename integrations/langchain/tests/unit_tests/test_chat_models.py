@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from asymspec_agents import AsymSpecEngine
 from asymspec_agents.errors import InvalidInputError
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 from langchain_asymspec import ChatAsymSpec
 from langchain_asymspec.chat_models import iterate_in_thread
 

