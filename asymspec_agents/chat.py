@@ -109,7 +109,7 @@ class AsymSpecChat:
 
         with self._grammar_lock:
             if self._grammars is None:
-                self._grammars = GrammarBuilder(self.engine.tokenizer, max_rollback_tokens=4 * self.config.k_max + 8)
+                self._grammars = GrammarBuilder(self.engine.tokenizer, max_rollback_tokens=4 * self.config.resolved().k_max + 8)
             return self._grammars
 
     def _constraint(self, specs: list[ToolSpec], tool_choice: str | None, parallel: bool,

@@ -1,4 +1,4 @@
-"""The `asymspec` command: `asymspec generate …`, `asymspec bench NAME …` and `asymspec train-drafter …`."""
+"""The `asymspec` command: `generate`, `bench NAME`, `train-drafter` and `distill-drafter`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ import importlib
 import json
 import sys
 
-# benchmark name -> module of asymspec_agents.bench; the accuracy module serves four names
-BENCHMARKS = {"throughput": "throughput", "compression": "compression", "precision": "precision",
-              "accuracy": "accuracy", "cost": "accuracy", "scaling": "accuracy", "all": "accuracy",
-              "decisions": "decisions"}
+# benchmark name -> (module of asymspec_agents.bench, what it measures); the accuracy module serves four names
+BENCHMARKS = {
+    "throughput": ("throughput", "tokens/s of each mode vs transformers' generate"),
+    "accuracy": ("accuracy", "accuracy recovered under both rules, with cost"),
+    "cost": ("accuracy", "the same runs, read for FLOPs and wall time"),
+    "scaling": ("accuracy", "latency of a 12-step agent as its history grows"),
+    "all": ("accuracy", "accuracy, cost and scaling"),
+    "compression": ("compression", "compressors: ratio, speed, fact survival"),
+    "precision": ("precision", "logit error per verification slot, KV dtypes"),
+    "decisions": ("decisions", "decision-point scheduling on and off"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,15 +27,24 @@ def main(argv: list[str] | None = None) -> int:
     # add_help=False: `asymspec bench NAME -h` reaches the benchmark's own parser
     bench = commands.add_parser("bench", add_help=False,
                                 help=f"run a benchmark ({', '.join(BENCHMARKS)}); `asymspec bench NAME -h`")
-    bench.add_argument("name", choices=list(BENCHMARKS))
+    bench.add_argument("name", nargs="?", choices=list(BENCHMARKS), metavar="NAME", help="one of the benchmarks below")
     # add_help=False: `asymspec train-drafter -h` reaches the trainer's own parser
     commands.add_parser("train-drafter", add_help=False,
                         help="train a drafter (LoRA, DPO) to be rejected at decision points; `asymspec train-drafter -h`")
+    commands.add_parser("distill-drafter", add_help=False,
+                        help="distil a cheaper drafter from the verifier's own layers; `asymspec distill-drafter -h`")
     args, rest = parser.parse_known_args(argv)
+    if args.command == "distill-drafter":
+        return importlib.import_module("asymspec_agents.training.distill.run").main(rest) or 0
     if args.command == "train-drafter":
         return importlib.import_module("asymspec_agents.training.adversarial").main(rest) or 0
     if args.command == "bench":
-        module = BENCHMARKS[args.name]
+        if args.name is None:  # `asymspec bench` or `asymspec bench -h`: the list of benchmarks
+            bench.print_help()
+            print("\nbenchmarks:\n" + "\n".join(f"  {name:12s} {summary}" for name, (_, summary) in BENCHMARKS.items())
+                  + "\n\n`asymspec bench NAME -h` lists a benchmark's own options.")
+            return 0 if {"-h", "--help"} & set(rest) else 2
+        module = BENCHMARKS[args.name][0]
         argv_rest = [args.name, *rest] if module == "accuracy" else rest
         return importlib.import_module(f"asymspec_agents.bench.{module}").main(argv_rest) or 0
     if rest:
@@ -44,18 +60,33 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verifier", default="bundled",
                    help="hub id, folder, .gguf file, 'bundled' (default), 'bundled-gemma', or the pair 'bundled-hetero'")
     p.add_argument("--drafter", help="same forms as --verifier; default: the verifier's own weights")
-    p.add_argument("--mode", default="asymmetric", choices=["full", "compressed", "symmetric", "symmetric_full", "asymmetric"])
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--beta", type=float, default=1.0)
-    p.add_argument("--gamma", type=float, default=1.0)
-    p.add_argument("--no-cda", action="store_true", help="turn the divergence gate off")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--k-max", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
+    _add_settings(p)
     p.add_argument("--json", action="store_true", help="print the result and stats as JSON instead of a table")
+
+
+def _add_settings(p: argparse.ArgumentParser) -> None:
+    """One flag per GenerationConfig field, with its help and default (`None`: the mode's default)."""
+    from typing import get_args
+
+    from .engine.config import CHOICES, setting_fields
+
+    for name, (kind, default, _, help_text) in setting_fields(exclude=("decisions",)).items():
+        flag = "--" + name.replace("_", "-")
+        base = next((t for t in get_args(kind) if t is not type(None)), kind)
+        shown = "the mode's default" if default is None and name != "stop" else default
+        if name == "stop":
+            p.add_argument(flag, action="append", default=None, help=f"{help_text} (repeatable)")
+        elif base is bool:
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=f"{help_text} ({shown})")
+        else:
+            p.add_argument(flag, type=base, default=None, choices=CHOICES.get(name),
+                           help=f"{help_text} (default: {shown})")
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    from .engine.config import setting_fields
+
+    return {name: getattr(args, name) for name in setting_fields() if getattr(args, name, None) is not None}
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -67,11 +98,7 @@ def _generate(args: argparse.Namespace) -> int:
     from .models import PAIRS
 
     try:
-        config = GenerationConfig(
-            mode=args.mode, max_new_tokens=args.max_new_tokens, beta=args.beta, gamma=args.gamma, cda=not args.no_cda,
-            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, k_max=args.k_max, seed=args.seed,
-            stop=args.stop,
-        )
+        config = GenerationConfig(**_settings(args))
         drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
         engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter)
         # the model's chat template, or the plain transcript for base models; None: raw text
@@ -115,7 +142,9 @@ def print_stats(stats, finish_reason: str | None = None) -> None:
         ("new tokens", f"{stats.new_tokens} in {stats.wall_seconds:.2f} s ({stats.new_tokens / max(stats.wall_seconds, 1e-9):.1f} tok/s)"),
         ("drafted / accepted", f"{stats.drafted} / {stats.accepted} ({stats.acceptance_rate:.0%})"),
         ("blocks; accepted length histogram", f"{stats.blocks}; {dict(sorted(stats.accepted_lengths.items()))}"),
-        ("gate-only acceptances", str(stats.gate_only_accepts)),
+        ("acceptance rule; gate-only accepts", f"{stats.acceptance or '-'}; {stats.gate_only_accepts}"),
+        ("block ends: fused / verifier / drafts", "{} / {} / {}".format(
+            *(stats.block_emissions.count(kind) for kind in ("fused", "verifier", "none")))),
         ("mean / max |δ| at draft token", f"{stats.delta_abs_mean:.3f} / {stats.delta_abs_max:.3f}"),
         ("mean / max JSD", f"{stats.jsd_mean:.4f} / {stats.jsd_max:.4f}"),
         ("decision points (at slot 0)", f"{stats.decision_points} ({stats.decision_points_at_slot0})"),

@@ -1,13 +1,20 @@
-"""Generation settings, validated once at the boundary."""
+"""Generation settings, validated once at the boundary; the one table of their defaults (docs/design.md §4).
+
+Some defaults depend on the mode and the acceptance rule: AsymSpec runs as its authors publish it (the `ratio`
+rule, γ = 0.5, K = 2, an unfused bonus: `configs/paper.yaml` of USTC-StarTeam/AsymSpec), while the symmetric modes
+keep exact verification. Such fields hold `None` until `resolved()` fills them from `MODE_DEFAULTS`, so that
+`replace(config, mode=...)` still gets the new mode's defaults.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import get_type_hints
 
 from ..errors import ConfigError
 from .decisions import DecisionPolicy
 
-# mode -> (drafter view, verifier view, δ-fusion and gate); DESIGN §3.
+# mode -> (drafter view, verifier view, δ-fusion and gate); docs/design.md §3.
 MODES: dict[str, tuple[str | None, str, bool]] = {
     "full": (None, "full", False),
     "compressed": (None, "comp", False),
@@ -15,39 +22,79 @@ MODES: dict[str, tuple[str | None, str, bool]] = {
     "symmetric_full": ("full", "full", False),
     "asymmetric": ("full", "comp", True),
 }
+ACCEPTANCE_RULES = ("ratio", "fused")
+# CDA divergences (their names in the authors' sampler: jsd, cma, jsd_pos, cma_vnorm, cma_hbase)
+DIVERGENCES = ("jsd", "kl", "jsd_pos", "kl_vnorm", "kl_hbase")
+# δ sources (theirs: ours, raw_aug, scd): a − b, a alone, t − b (speculative contrastive decoding)
+DELTA_SOURCES = ("contrast", "full_only", "scd")
+CHOICES = {"mode": tuple(MODES), "acceptance": ACCEPTANCE_RULES, "divergence": DIVERGENCES, "delta_source": DELTA_SOURCES}
+
+# (mode family, acceptance rule) -> defaults of the mode-dependent fields
+PAPER = dict(beta=1.0, gamma=0.5, k_max=2, adaptive_k=False, cda=True, fuse_bonus=False)
+OURS = dict(beta=1.0, gamma=1.0, k_max=8, adaptive_k=True, cda=True, fuse_bonus=True)
+EXACT = dict(beta=0.0, gamma=1.0, k_max=8, adaptive_k=True, cda=False, fuse_bonus=False)  # no δ, no gate
+MODE_DEFAULTS: dict[tuple[str, str], dict] = {
+    ("asymmetric", "ratio"): PAPER,
+    ("asymmetric", "fused"): OURS,
+    ("other", "fused"): EXACT,
+    ("other", "ratio"): EXACT,
+}
+DEFAULT_ACCEPTANCE = {"asymmetric": "ratio"}  # every other mode: "fused" (with γ = 1: exact verification)
+MODE_DEPENDENT = ("acceptance",) + tuple(PAPER)
+
+
+def _setting(default, help: str, factory=None):
+    """A GenerationConfig field with its one-line help: the CLI flags and the integrations' fields read both."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass
 class GenerationConfig:
     """How one call decodes. `temperature=0` is greedy; sampling applies top-k/top-p to draft and target alike.
 
-    beta: weight of δ = log_softmax(drafter on full) − log_softmax(drafter on compressed) added to the verifier.
-    gamma, cda: acceptance threshold and the divergence gate that relaxes it (γ_eff = γ·exp(−JSD)).
-    k_max: longest draft block; `adaptive_k` grows/shrinks the block from recent acceptance;
-    draft_confidence: stop drafting after a token whose drafter probability falls below it.
-    decisions: which positions the verifier must produce itself at slot 0 (None: no scheduling).
+    A field left `None` takes its mode's default (`resolved()`; the table is in docs/design.md §4).
+    `acceptance="ratio"` accepts a draft d iff p_V(d | comp) > γ_eff·p_S(d | comp) and fuses only the token it
+    emits (the published rule); `"fused"` accepts d iff p'(d) ≥ γ_eff·max p' on p' = softmax(t + β·δ).
     """
 
-    mode: str = "asymmetric"
-    max_new_tokens: int = 256
-    beta: float = 1.0
-    gamma: float = 1.0
-    cda: bool = True
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    k_max: int = 8
-    adaptive_k: bool = True
-    draft_confidence: float = 0.0
-    seed: int | None = 0
-    stop: list[str] = field(default_factory=list)
-    decisions: DecisionPolicy | None = field(default_factory=DecisionPolicy)
+    mode: str = _setting("asymmetric", "full, compressed, symmetric, symmetric_full or asymmetric (AsymSpec)")
+    max_new_tokens: int = _setting(256, "most tokens one reply may have")
+    acceptance: str | None = _setting(None, "acceptance rule: ratio (the published one) or fused (ours)")
+    beta: float | None = _setting(None, "weight of δ added to the verifier's log-probabilities where it fuses")
+    gamma: float | None = _setting(None, "acceptance threshold in (0, 1]")
+    cda: bool | None = _setting(None, "relax acceptance where the drafter's two views diverge (the CDA gate)")
+    divergence: str = _setting("jsd", "the gate's divergence: jsd, kl, jsd_pos, kl_vnorm or kl_hbase")
+    cda_lambda: float = _setting(1.0, "λ of the gate: γ_eff = γ·exp(−λ·divergence) (jsd and kl)")
+    delta_source: str = _setting("contrast", "δ: contrast (a − b), full_only (a) or scd (t − b)")
+    fuse_bonus: bool | None = _setting(None, "take the bonus token after a fully accepted block from t + β·δ")
+    temperature: float = _setting(0.0, "0 is greedy")
+    top_p: float = _setting(1.0, "nucleus sampling mass (1 keeps all)")
+    top_k: int = _setting(0, "sample among the k most likely tokens (0 keeps all)")
+    k_max: int | None = _setting(None, "longest draft block")
+    adaptive_k: bool | None = _setting(None, "grow or shrink the draft block from recent acceptance")
+    draft_confidence: float = _setting(0.0, "stop drafting after a token the drafter gives less than this")
+    seed: int | None = _setting(0, "sampling seed (None: a fresh one per call)")
+    stop: list[str] = _setting(None, "stop strings, never part of the output", factory=list)
+    decisions: DecisionPolicy | None = _setting(
+        None, "where the verifier decides itself at slot 0 (None: no scheduling)", factory=DecisionPolicy)
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in (self.stop or []) if s]
-        self.validate()
+        self.resolved().validate()
+
+    def resolved(self) -> "GenerationConfig":
+        """This config with every mode-dependent `None` replaced by its mode's default."""
+        missing = {name: None for name in MODE_DEPENDENT if getattr(self, name) is None}
+        if not missing:
+            return self
+        acceptance = self.acceptance or DEFAULT_ACCEPTANCE.get(self.mode, "fused")
+        family = "asymmetric" if self.mode == "asymmetric" else "other"
+        defaults = {"acceptance": acceptance, **MODE_DEFAULTS.get((family, acceptance), EXACT)}
+        return replace(self, **{name: defaults[name] for name in missing})
 
     @property
     def greedy(self) -> bool:
@@ -60,12 +107,17 @@ class GenerationConfig:
     def validate(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"Unknown mode {self.mode!r}; choose one of {', '.join(MODES)}.")
+        _choice("acceptance", self.acceptance, ACCEPTANCE_RULES)
+        _choice("divergence", self.divergence, DIVERGENCES)
+        _choice("delta_source", self.delta_source, DELTA_SOURCES)
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
             raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}.")
         if self.beta < 0:
             raise ConfigError(f"beta must be >= 0 (0 turns δ-fusion off), got {self.beta}.")
         if not 0 < self.gamma <= 1:
-            raise ConfigError(f"gamma must lie in (0, 1] (1 is exact verification), got {self.gamma}.")
+            raise ConfigError(f"gamma must lie in (0, 1] (1 with acceptance='fused' is exact verification), got {self.gamma}.")
+        if self.cda_lambda < 0:
+            raise ConfigError(f"cda_lambda must be >= 0 (0 turns the gate's effect off), got {self.cda_lambda}.")
         if self.temperature < 0:
             raise ConfigError(f"temperature must be >= 0 (0 is greedy), got {self.temperature}.")
         if not 0 < self.top_p <= 1:
@@ -76,3 +128,23 @@ class GenerationConfig:
             raise ConfigError(f"k_max must be an integer >= 1, got {self.k_max!r}.")
         if not 0 <= self.draft_confidence < 1:
             raise ConfigError(f"draft_confidence must lie in [0, 1), got {self.draft_confidence}.")
+
+
+def _choice(name: str, value, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"Unknown {name} {value!r}; choose one of {', '.join(allowed)}.")
+
+
+
+def setting_fields(*, exclude: tuple[str, ...] = (), rename: dict[str, str] | None = None) -> dict[str, tuple]:
+    """GenerationConfig's fields as `{name: (type, default, default_factory, help)}`, for integrations that declare
+    them as their own settings (`rename`: GenerationConfig name -> theirs) and for the command line."""
+    hints = get_type_hints(GenerationConfig)
+    rename = rename or {}
+    out = {}
+    for f in fields(GenerationConfig):
+        if f.name in exclude:
+            continue
+        factory = None if f.default_factory is MISSING else f.default_factory
+        out[rename.get(f.name, f.name)] = (hints[f.name], None if factory else f.default, factory, f.metadata["help"])
+    return out

@@ -183,6 +183,9 @@ class AsymSpecEngine:
         draft_view, verify_view, contrast = MODES[config.mode]
         if draft_view and self.drafter is None:
             raise ConfigError(f"Mode {config.mode!r} needs a drafter; build the engine with one, or use mode 'full'/'compressed'.")
+        if contrast and self.bridge is not None and config.delta_source == "scd":
+            raise ConfigError("delta_source='scd' (t − b) subtracts the drafter's log-probabilities from the verifier's, "
+                              "which needs one vocabulary; this pair is bridged: use 'contrast' or 'full_only'.")
         stats = GenerationStats(config.mode, len(prompts["full"]), len(prompts["comp"]))
         verify = self._stream_for("verifier", verify_view)
         draft = self._stream_for("drafter", draft_view) if draft_view else None

@@ -1,10 +1,10 @@
-"""The math of one verification block (DESIGN §3), as pure functions on float32 tensors.
+"""The math of one verification block (docs/design.md §3), as pure functions on float32 tensors.
 
 Vocabulary used throughout (as in vLLM's rejection sampler):
 - a draft token `x_i` is proposed by the drafter from `q_i`;
-- it is *accepted* when the fused target `p'_i` agrees with it;
-- the first rejected position emits a *correction* drawn by the verifier (the residual of `p'_i` over `q_i`);
-- when every draft token is accepted, a *bonus* token is drawn from `p'_{k+1}`.
+- it is *accepted* or not by an acceptance rule (acceptance.py);
+- the first rejected position emits a *correction* drawn by the verifier, from the fused target `p'_i`;
+- when every draft token is accepted, a *bonus* token is drawn from the verifier (fused or not).
 
 Shapes: rows are draft positions, columns the shared vocabulary: `[n, vocab]`.
 """
@@ -28,6 +28,17 @@ def delta(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(full, dim=-1) - torch.log_softmax(comp, dim=-1)
 
 
+def delta_from(source: str, full: torch.Tensor, comp: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+    """δ by source, as the authors ablate it: "contrast" a − b, "full_only" a, "scd" t − b (log-probabilities)."""
+    if source == "contrast":
+        return delta(full, comp)
+    if source == "full_only":
+        return torch.log_softmax(full, dim=-1)
+    if source == "scd":
+        return torch.log_softmax(target, dim=-1) - torch.log_softmax(comp, dim=-1)
+    raise ValueError(f"unknown δ source {source!r}")
+
+
 def jsd(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
     """Jensen–Shannon divergence of softmax(full) and softmax(comp) per row, natural log, in [0, ln 2]. `[n]`"""
     log_p = torch.log_softmax(full, dim=-1)
@@ -36,11 +47,36 @@ def jsd(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
     return (0.5 * (_kl(log_p, log_m) + _kl(log_q, log_m))).clamp(0.0, math.log(2.0))
 
 
-def gated_gamma(gamma: float, divergence: torch.Tensor | None) -> torch.Tensor | float:
+def kl(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
+    """KL(softmax(full) ‖ softmax(comp)) per row, natural log, ≥ 0. `[n]`"""
+    return _kl(torch.log_softmax(full, dim=-1), torch.log_softmax(comp, dim=-1)).clamp(min=0.0)
+
+
+def gate_exponent(kind: str, full: torch.Tensor, comp: torch.Tensor, lam: float = 1.0) -> torch.Tensor:
+    """The exponent D of the CDA gate γ_eff = γ·exp(−D), per row (draft position 0, 1, …). `[n]`
+
+    "jsd" λ·JSD (the paper's), "kl" λ·KL, "jsd_pos" JSD/(pos+1), "kl_vnorm" KL/log V, "kl_hbase" KL/H(p_S(·|comp));
+    the last three have no λ, as in the authors' sampler."""
+    if kind in ("jsd", "jsd_pos"):
+        divergence = jsd(full, comp)
+        if kind == "jsd":
+            return lam * divergence
+        return divergence / torch.arange(1, len(divergence) + 1, dtype=divergence.dtype, device=divergence.device)
+    divergence = kl(full, comp)
+    if kind == "kl":
+        return lam * divergence
+    if kind == "kl_vnorm":
+        return divergence / math.log(full.shape[-1])
+    if kind == "kl_hbase":
+        return divergence / entropy(comp).clamp(min=1e-4)
+    raise ValueError(f"unknown divergence {kind!r}")
+
+
+def gated_gamma(gamma: float, exponent: torch.Tensor | None) -> torch.Tensor | float:
     """CDA gate: γ_eff = γ·exp(−D); where the views diverge, acceptance is relaxed."""
-    if divergence is None:
+    if exponent is None:
         return gamma
-    return gamma * torch.exp(-divergence)
+    return gamma * torch.exp(-exponent)
 
 
 def process(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -61,33 +97,11 @@ def process(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: flo
     return logits
 
 
-def accept_greedy(target: torch.Tensor, drafts: torch.Tensor, gamma_eff) -> torch.Tensor:
-    """Accept x_i iff p'_i(x_i) ≥ γ_eff(i)·max_v p'_i(v). Returns a bool mask `[k]`."""
-    log_p = torch.log_softmax(target, dim=-1)
-    chosen = log_p.gather(-1, drafts[:, None]).squeeze(-1)
-    best = log_p.max(dim=-1).values
-    return chosen >= best + torch.log(torch.as_tensor(gamma_eff, dtype=log_p.dtype))
-
-
-def accept_sampling(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, gamma_eff, uniforms: torch.Tensor) -> torch.Tensor:
-    """Accept x_i with probability min(1, p'_i(x_i) / (γ_eff(i)·q_i(x_i))). `p`, `q`: probabilities `[k, vocab]`."""
-    p_x = p.gather(-1, drafts[:, None]).squeeze(-1)
-    q_x = q.gather(-1, drafts[:, None]).squeeze(-1)
-    ratio = p_x / (torch.as_tensor(gamma_eff, dtype=p.dtype) * q_x)
-    return uniforms < ratio.clamp(max=1.0)
-
-
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """normalize(max(0, p − q)), or p itself where that is all zero. `[vocab]` or `[n, vocab]`."""
     diff = (p - q).clamp(min=0.0)
     total = diff.sum(-1, keepdim=True)
     return torch.where(total > 0, diff / total.clamp(min=1e-30), p)
-
-
-def leading_accepts(accepted: torch.Tensor) -> int:
-    """How many draft tokens are accepted before the first rejection."""
-    rejected = (~accepted).nonzero()
-    return int(rejected[0]) if len(rejected) else int(accepted.numel())
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The decoding loop of one call: draft, contrast, verify, fuse, accept, commit, roll back (DESIGN §3).
+"""The decoding loop of one call: draft, contrast, verify, fuse, accept, commit, roll back (docs/design.md §3).
 
 One `DecodingLoop` lives for one call. Its streams carry their caches from earlier calls; every block ends with
 all streams rolled back to the committed length, so stopping between blocks always leaves them consistent.
@@ -7,10 +7,13 @@ all streams rolled back to the committed length, so stopping between blocks alwa
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
 from . import fusion
+from .acceptance import RULES, Verification, leading_accepts
 from .bridge import DraftTranscript, VocabularyBridge
 from .config import GenerationConfig
 from .constraints import TokenConstraint
@@ -18,12 +21,38 @@ from .stats import ACCEPTED, BONUS, CORRECTION, VERIFIER, GenerationStats
 from .streams import KVStream
 
 
+@dataclass
+class DraftBlock:
+    """What the drafter proposed for one block."""
+
+    tokens: list[int] = field(default_factory=list)  # in the verifier's ids
+    drafter_tokens: list[int] = field(default_factory=list)  # the same in the drafter's ids (equal without a bridge)
+    full_rows: list[torch.Tensor] = field(default_factory=list)  # a_i: drafter logits before each draft (+1 if read)
+    proposals: list[torch.Tensor] = field(default_factory=list)  # q_i, sampling only (drafter vocabulary)
+    masks: list[torch.Tensor | None] = field(default_factory=list)  # the grammar's allowed tokens at each draft
+    decision_now: bool = False  # the block's first position is a decision point: the verifier takes it
+    decision_next: bool = False  # the position after the drafts is one: no bonus token
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class Commit(NamedTuple):
+    """One committed token and where it came from."""
+
+    token: int
+    slot: int  # its verification slot in the block
+    source: str  # ACCEPTED, CORRECTION, BONUS or VERIFIER
+    decision: bool = False  # a tagged decision point
+
+
 class DecodingLoop:
     def __init__(self, *, config: GenerationConfig, prompts: dict[str, list[int]], verify: KVStream,
                  draft: KVStream | None, contrast: KVStream | None, tokenizer, eos_ids: set[int],
                  max_new_tokens: int, stats: GenerationStats, constraint: TokenConstraint | None = None,
                  bridge: VocabularyBridge | None = None, drafter_prompts: dict[str, list[int]] | None = None):
-        self.config = config
+        self.config = config = config.resolved()
+        self.rule = RULES[config.acceptance]
         self.prompts = prompts  # view -> prompt ids
         # Across a vocabulary bridge the drafter reads the same text in its own tokens; otherwise the same ids.
         self.bridge = bridge
@@ -34,6 +63,7 @@ class DecodingLoop:
         self.eos_ids = eos_ids
         self.max_new_tokens = max_new_tokens
         self.stats = stats
+        stats.acceptance = self.rule.name
         self.constraint = constraint  # grammar state: masks drafts and targets alike, rolled back on rejection
         self.generated: list[int] = []
         self.finish_reason: str | None = None
@@ -57,127 +87,153 @@ class DecodingLoop:
 
     # -- one block -------------------------------------------------------------------------------------------
 
-    def _verifier_step(self) -> list[tuple[int, int, str, bool]]:
+    def _verifier_step(self) -> list[Commit]:
         """No drafter: the verifier decodes one token at slot 0."""
         allowed = self._allowed()
         row = self._masked(self.verify.forward(self._unread(self.verify), keep=1)[0], allowed)
         decision = self._decision_before([], allowed) or self._entropy_decision(row)
-        return [(self._advance(self._choose(row)), 0, VERIFIER, decision)]
+        return [Commit(self._advance(self._choose(row)), 0, VERIFIER, decision)]
 
-    def _speculative_block(self) -> list[tuple[int, int, str, bool]]:
+    def _speculative_block(self) -> list[Commit]:
         cfg = self.config
-        k_target = min(self.k, self.max_new_tokens - len(self.generated) - 1)
-        drafts, drafter_drafts, a_rows, q_rows, masks, decision_now, decision_next = self._draft_tokens(k_target)
-        k = len(drafts)
-        t_rows = self.verify.forward(self._unread(self.verify) + drafts, keep=k + 1)  # [k+1, vocab]
-        b_rows = (self.contrast.forward(self._unread(self.contrast) + drafter_drafts, keep=k + 1)  # [k+1, drafter vocab]
-                  if self.contrast else None)
+        block = self._draft_tokens(min(self.k, self.max_new_tokens - len(self.generated) - 1))
+        k = len(block)
+        t_rows = self.verify.forward(self._unread(self.verify) + block.tokens, keep=k + 1)  # [k+1, vocab]
+        b_rows = (self.contrast.forward(self._unread(self.contrast) + block.drafter_tokens, keep=k + 1)
+                  if self.contrast else None)  # [k+1, drafter vocab]
 
-        n, cut = k, None
+        n, cut, verification = k, None, None
         if k:
-            fused, q, n, cut = self._accept(drafts, a_rows[:k], b_rows, t_rows, q_rows, masks)
+            verification, n, cut = self._verify(block, t_rows, b_rows)
         kept = cut if cut is not None else n
-        committed = [(x, slot, ACCEPTED, False) for slot, x in enumerate(drafts[:kept])]
+        committed = [Commit(x, slot, ACCEPTED) for slot, x in enumerate(block.tokens[:kept])]
         if self.constraint is not None and kept < k:
             self.constraint.rollback(k - kept)
+        emitted = None
         if cut is not None:
             self._forced_decision = True
         elif n < k:
-            correction = self._correction(fused[n], q[n] if q is not None else None)
-            committed.append((self._advance(correction), n, CORRECTION, False))
-        elif not decision_next and not (drafts and drafts[-1] in self.eos_ids):
-            if b_rows is None:
-                row = t_rows[k]  # no fusion: the drafter reads x_k with the next block instead
-            else:
-                if len(a_rows) <= k:  # a_{k+1}: one more drafter step, only now that it is needed
-                    a_rows.append(self.draft.forward([drafter_drafts[-1]])[0])
-                row = self._target(t_rows[k], a_rows[k], b_rows[k])
+            token = self.rule.correction(verification, n, cfg.greedy, self._rng)
+            emitted = (token, verification.target[n], self._fusing)
+            committed.append(Commit(self._advance(token), n, CORRECTION))
+        elif not block.decision_next and not (block.tokens and block.tokens[-1] in self.eos_ids):
+            row, fused = self._bonus_row(block, t_rows, b_rows)
             row = self._masked(row, self._allowed())
             if k and self._entropy_decision(row):
                 self._forced_decision = True
             else:
-                committed.append((self._advance(self._choose(row)), k, BONUS if k else VERIFIER, decision_now))
+                token = self._choose(row)
+                emitted = (token, self._masked(t_rows[k], self._allowed()), fused)
+                committed.append(Commit(self._advance(token), k, BONUS if k else VERIFIER, block.decision_now))
         if k:
-            self.stats.blocks += 1
-            self.stats.drafted += k
-            accepted = cut if cut is not None else n
-            self.stats.accepted += accepted
-            self.stats.accepted_lengths[accepted] += 1
+            self._record_block(k, kept, emitted)
             if cfg.adaptive_k:
-                self.k = min(cfg.k_max, self.k + 2) if accepted == k else max(1, self.k - 1)
+                self.k = min(cfg.k_max, self.k + 2) if kept == k else max(1, self.k - 1)
         return committed
 
-    def _draft_tokens(self, k_target: int):
-        """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point.
+    def _bonus_row(self, block: DraftBlock, t_rows: torch.Tensor, b_rows: torch.Tensor | None):
+        """The row the token after a fully accepted block comes from, and whether it is fused: t + β·δ with
+        `fuse_bonus` (one more drafter step when δ needs a_{k+1}), else the verifier's own logits. A block
+        without drafts (a decision point at slot 0) emits from t + β·δ, as a rejection does."""
+        k = len(block)
+        if b_rows is None or not (self.config.fuse_bonus or k == 0):
+            return t_rows[k], False  # the drafter reads x_k with the next block instead
+        if self.config.delta_source != "scd" and len(block.full_rows) <= k:
+            block.full_rows.append(self.draft.forward([block.drafter_tokens[-1]])[0])  # a_{k+1}, only now it is needed
+        a_row = block.full_rows[k] if len(block.full_rows) > k else None
+        return self._target(t_rows[k], a_row, b_rows[k]), True
 
-        Returns the drafts in the verifier's ids and in the drafter's (the same list without a bridge)."""
-        a_rows = [self.draft.forward(self._unread(self.draft), keep=1)[0]]
+    def _draft_tokens(self, k_target: int) -> DraftBlock:
+        """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point."""
+        block = DraftBlock(full_rows=[self.draft.forward(self._unread(self.draft), keep=1)[0]])
         allowed = self._allowed()
-        decision_now = (self._forced_decision or self._decision_before([], allowed)
-                        or self._entropy_decision(a_rows[0]))
+        block.decision_now = (self._forced_decision or self._decision_before([], allowed)
+                              or self._entropy_decision(block.full_rows[0]))
         self._forced_decision = False
-        drafts: list[int] = []
-        drafter_drafts: list[int] = []
-        q_rows: list[torch.Tensor] = []
-        masks: list[torch.Tensor | None] = []  # the grammar's allowed tokens at each draft position
-        decision_next = False
-        while not decision_now and len(drafts) < k_target:
+        while not block.decision_now and len(block) < k_target:
             drafter_allowed = self.bridge.drafter_allowed(allowed) if self.bridge else allowed
             if drafter_allowed is not None and not drafter_allowed.any():
                 break  # nothing the drafter can spell is allowed here: the verifier takes this position
-            masks.append(allowed)
-            row = self._masked(a_rows[-1], drafter_allowed)
+            block.masks.append(allowed)
+            row = self._masked(block.full_rows[-1], drafter_allowed)
             q = None if self.config.greedy else torch.softmax(self._process(row), dim=-1)
             x = int(row.argmax()) if q is None else int(torch.multinomial(q, 1, generator=self._rng))
-            drafter_drafts.append(x)
+            block.drafter_tokens.append(x)
             x = self.bridge.to_verifier[x] if self.bridge else x
-            drafts.append(self._advance(x))
+            block.tokens.append(self._advance(x))
             if q is not None:
-                q_rows.append(q)
+                block.proposals.append(q)
             if x in self.eos_ids:
                 break
             allowed = self._allowed()  # at the next position
-            decision_next = self._decision_before(drafts, allowed)
-            if decision_next or len(drafts) == k_target or self._unsure(row, q):
+            block.decision_next = self._decision_before(block.tokens, allowed)
+            if block.decision_next or len(block) == k_target or self._unsure(row, q):
                 break
-            a_rows.append(self.draft.forward([drafter_drafts[-1]])[0])
-            if self._entropy_decision(a_rows[-1]):
-                decision_next = True
+            block.full_rows.append(self.draft.forward([block.drafter_tokens[-1]])[0])
+            if self._entropy_decision(block.full_rows[-1]):
+                block.decision_next = True
                 break
-        return drafts, drafter_drafts, a_rows, q_rows, masks, decision_now, decision_next
+        return block
 
-    def _accept(self, drafts, a_rows, b_rows, t_rows, q_rows, masks):
-        """Fuse, gate and accept the k draft positions. Returns (fused rows, q rows, accepted count, entropy cut)."""
+    def _verify(self, block: DraftBlock, t_rows: torch.Tensor, b_rows: torch.Tensor | None):
+        """Fuse, gate and judge the k draft positions. Returns (the verification, accepted count, entropy cut)."""
         cfg = self.config
-        k = len(drafts)
-        draft_ids = torch.tensor(drafts, device=t_rows.device)
-        a = torch.stack(a_rows)  # [k, vocab]
-        divergence = None
+        k = len(block)
+        draft_ids = torch.tensor(block.tokens, device=t_rows.device)
+        a = torch.stack(block.full_rows[:k])  # [k, drafter vocab]
+        target, exponent = t_rows[:k], None
         if b_rows is not None:
-            delta = self._lift(fusion.delta(a, b_rows[:k]))
-            fused = fusion.fuse(t_rows[:k], delta, cfg.beta)
-            divergence = fusion.jsd(a, b_rows[:k])
-            self._record_fusion(delta.gather(-1, draft_ids[:, None]).abs(), divergence)
+            fused = self._fuse(target, a, b_rows[:k], draft_ids)
+            exponent = fusion.gate_exponent(cfg.divergence, a, b_rows[:k], cfg.cda_lambda) if cfg.cda else None
         else:
-            fused = t_rows[:k]
+            fused = target
         if self.constraint is not None:
-            fused = fused.masked_fill(~torch.stack(masks), float("-inf"))
-        gamma_eff = fusion.gated_gamma(cfg.gamma, divergence if cfg.cda else None)
-        q = None
+            mask = ~torch.stack(block.masks)
+            target, fused = target.masked_fill(mask, float("-inf")), fused.masked_fill(mask, float("-inf"))
+        if not cfg.greedy:  # top-k/top-p shape what is drawn; the ratio compares the two models' beliefs
+            target, fused = target / cfg.temperature, self._process(fused)
+        base = None
+        if self.rule.needs_base:  # p_S(d | the verifier's view): the contrast stream, or the drafter itself
+            base = self._base_at_draft(b_rows[:k] if b_rows is not None else a, block)
+        proposal = None if cfg.greedy else self._lift(torch.stack(block.proposals))
+        verification = Verification(draft_ids, target, fused, base, proposal)
+        gamma_eff = fusion.gated_gamma(cfg.gamma, exponent)
         if cfg.greedy:
-            accepted = fusion.accept_greedy(fused, draft_ids, gamma_eff)
-            without_gate = fusion.accept_greedy(fused, draft_ids, cfg.gamma)
+            accepted = self.rule.accept_greedy(verification, gamma_eff)
+            without_gate = self.rule.accept_greedy(verification, cfg.gamma)
         else:
-            fused = self._process(fused)
-            p = torch.softmax(fused, dim=-1)
-            q = self._lift(torch.stack(q_rows))
-            uniforms = torch.rand(k, generator=self._rng, device=p.device)
-            accepted = fusion.accept_sampling(p, q, draft_ids, gamma_eff, uniforms)
-            without_gate = fusion.accept_sampling(p, q, draft_ids, cfg.gamma, uniforms)
-        n = fusion.leading_accepts(accepted)
+            uniforms = torch.rand(k, generator=self._rng, device=t_rows.device)
+            accepted = self.rule.accept_sampled(verification, gamma_eff, uniforms)
+            without_gate = self.rule.accept_sampled(verification, cfg.gamma, uniforms)
+        n = leading_accepts(accepted)
         self.stats.gate_only_accepts += int((accepted[:n] & ~without_gate[:n]).sum())
-        cut = self._entropy_cut(fused, n)
-        return fused, q, n, cut
+        self.stats.accepted_off_verifier_top += int((draft_ids[:n] != target[:n].argmax(dim=-1)).sum())
+        return verification, n, self._entropy_cut(fused, n)
+
+    def _fuse(self, target: torch.Tensor, a: torch.Tensor, b: torch.Tensor, draft_ids: torch.Tensor) -> torch.Tensor:
+        delta = self._delta(target, a, b)
+        self._record_fusion(None if delta is None else delta.gather(-1, draft_ids[:, None]).abs(), fusion.jsd(a, b))
+        return target if delta is None else fusion.fuse(target, delta, self.config.beta)
+
+    def _delta(self, target, a, b) -> torch.Tensor | None:
+        """δ lifted onto the verifier's vocabulary by the configured source; None when nothing is fused (β = 0)."""
+        if self.config.beta == 0:
+            return None
+        source = self.config.delta_source
+        if source == "scd":
+            return fusion.delta_from(source, None, b, target)  # one vocabulary: a bridge refuses "scd"
+        return self._lift(fusion.delta_from(source, a, b))
+
+    def _base_at_draft(self, rows: torch.Tensor, block: DraftBlock) -> torch.Tensor:
+        """softmax of the drafter's rows on the verifier's view (grammar-masked as the drafts were, temperature-scaled
+        as the target is), at each draft token in the drafter's ids."""
+        if self.constraint is not None:
+            masks = [self.bridge.drafter_allowed(m) if self.bridge else m for m in block.masks]
+            rows = rows.masked_fill(~torch.stack(masks), float("-inf"))
+        if not self.config.greedy:
+            rows = rows / self.config.temperature
+        ids = torch.tensor(block.drafter_tokens, device=rows.device)
+        return torch.softmax(rows, dim=-1).gather(-1, ids[:, None]).squeeze(-1)
 
     def _entropy_cut(self, fused: torch.Tensor, n: int) -> int | None:
         """The first slot ≥ 1 among the committed positions whose target entropy tags a decision point."""
@@ -187,14 +243,33 @@ class DecodingLoop:
         hot = (fusion.entropy(rows) > self.policy.entropy_threshold).nonzero()
         return 1 + int(hot[0]) if len(hot) else None
 
+    def _record_block(self, k: int, kept: int, emitted) -> None:
+        """Per block: drafts and accepted tokens, and where the token the verifier emitted came from."""
+        s = self.stats
+        s.blocks += 1
+        s.drafted += k
+        s.accepted += kept
+        s.accepted_lengths[kept] += 1
+        if emitted is None:
+            s.block_emissions.append("none")
+            return
+        token, verifier_row, fused = emitted
+        s.block_emissions.append("fused" if fused else "verifier")
+        if fused and self.config.greedy and token != int(verifier_row.argmax()):
+            s.fusion_changed += 1
+
+    @property
+    def _fusing(self) -> bool:
+        return self.contrast is not None and self.config.beta != 0
+
     # -- helpers ---------------------------------------------------------------------------------------------
 
     def _target(self, t_row, a_row, b_row) -> torch.Tensor:
-        if b_row is None:
-            return t_row
-        delta = self._lift(fusion.delta(a_row, b_row))
-        self._record_fusion(None, fusion.jsd(a_row[None], b_row[None]))
-        return fusion.fuse(t_row, delta, self.config.beta)
+        """t + β·δ at one position (the bonus)."""
+        if a_row is not None:
+            self._record_fusion(None, fusion.jsd(a_row[None], b_row[None]))
+        delta = self._delta(t_row[None], None if a_row is None else a_row[None], b_row[None])
+        return t_row if delta is None else fusion.fuse(t_row, delta[0], self.config.beta)
 
     def _lift(self, rows: torch.Tensor) -> torch.Tensor:
         """Drafter-vocabulary rows (δ, q) onto the verifier's vocabulary; the identity without a bridge."""
@@ -212,12 +287,6 @@ class DecodingLoop:
         if self.constraint is not None:
             self.constraint.accept(token)
         return token
-
-    def _correction(self, fused_row: torch.Tensor, q_row: torch.Tensor | None) -> int:
-        if q_row is None:
-            return int(fused_row.argmax())
-        p = torch.softmax(fused_row, dim=-1)  # already processed in _accept
-        return int(torch.multinomial(fusion.residual(p, q_row), 1, generator=self._rng))
 
     def _choose(self, row: torch.Tensor) -> int:
         if self.config.greedy:
@@ -273,7 +342,7 @@ class DecodingLoop:
     def streams(self) -> list[KVStream]:
         return [s for s in (self.verify, self.draft, self.contrast) if s is not None]
 
-    def _commit(self, committed: list[tuple[int, int, str, bool]]) -> list[int]:
+    def _commit(self, committed: list[Commit]) -> list[int]:
         tokens = []
         for token, slot, source, decision in committed:
             tokens.append(token)

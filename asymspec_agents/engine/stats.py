@@ -39,7 +39,11 @@ class GenerationStats:
     blocks: int = 0
     drafted: int = 0
     accepted: int = 0
+    acceptance: str = ""  # the acceptance rule ("ratio" or "fused"; docs/design.md §3)
     gate_only_accepts: int = 0  # accepted only because the gate lowered γ
+    accepted_off_verifier_top: int = 0  # accepted drafts that are not the verifier's own top token
+    block_emissions: list[str] = field(default_factory=list)  # per block: "fused", "verifier" or "none" (drafts only)
+    fusion_changed: int = 0  # fused emissions (greedy) that differ from the verifier's own top token
     accepted_lengths: Counter = field(default_factory=Counter)  # accepted tokens per block -> blocks
     decision_points: int = 0
     bridge_resyncs: int = 0  # verifier tokens outside a vocabulary bridge's intersection (drafter re-encoded)

@@ -33,7 +33,7 @@ class KVStream:
 
     @property
     def name(self) -> str:
-        """DESIGN's names: S_full, S_comp (drafter), V_comp, V_full (verifier)."""
+        """docs/design.md §2's names: S_full, S_comp (drafter), V_comp, V_full (verifier)."""
         return f"{'S' if self.role == 'drafter' else 'V'}_{self.view}"
 
     def __len__(self) -> int:

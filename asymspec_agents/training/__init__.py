@@ -1,4 +1,4 @@
-"""Training a drafter to be rejected at decision points (DESIGN §4, issue 7 §3).
+"""Training a drafter to be rejected at decision points (docs/design.md §6).
 
 For serving stacks whose verification block size is fixed, a decision token cannot be moved to slot 0 by ending
 the block early. Instead the drafter learns, by DPO, to propose a framing the verifier does not pick at decision

@@ -1,7 +1,7 @@
 """How the verifier treats a drafter's proposals, at decision points and elsewhere; and losslessness.
 
 `agreement` is teacher-forced over held-out transcripts: at every assistant position the drafter proposes its
-greedy token and the verifier accepts it by the engine's own greedy rule (`fusion.accept_greedy`, γ = 1):
+greedy token and the verifier accepts it by the engine's own greedy rule (`FusedThreshold.accept_greedy`, γ = 1):
 exactly the test a draft token at that position meets in a block of greedy speculative decoding, whatever its
 slot. `check_lossless` decodes with the engine itself (fixed blocks, no decision scheduling) and compares the
 speculative greedy output with the verifier decoding alone.
@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..engine import AsymSpecEngine, DecisionPolicy, GenerationConfig
-from ..engine.fusion import accept_greedy
+from ..engine.acceptance import FusedThreshold, Verification
 from .transcripts import Transcript, decision_positions
 
 
@@ -76,7 +76,8 @@ def agreement(verifier, drafter, tokenizer, transcripts: list[Transcript], polic
                                    disable=not progress):
         positions = transcript.assistant_positions()
         a_rows = t_rows if drafter is verifier else assistant_logits(drafter, [transcript], progress=False)[0]
-        accepted = accept_greedy(t_rows, a_rows.argmax(dim=-1), 1.0)  # [positions]
+        drafts = a_rows.argmax(dim=-1)
+        accepted = FusedThreshold().accept_greedy(Verification(drafts, t_rows, t_rows), 1.0)  # [positions]
         tagged = set(decision_positions(transcript, tokenizer, policy))
         for j, ok in zip(positions, accepted.tolist()):
             if j in tagged:

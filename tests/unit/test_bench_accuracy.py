@@ -7,7 +7,7 @@ import pytest
 from asymspec_agents import AsymSpecEngine
 from asymspec_agents.bench import accuracy, tasks
 from asymspec_agents.context.tool_format import ParsedToolCall
-from asymspec_agents.models import tiny_random_pair
+from asymspec_agents.testing import tiny_random_pair
 
 
 @pytest.mark.parametrize("task", ["needle", "needle2", "tools", "retention"])
@@ -43,19 +43,23 @@ def record(item, system, correct, split="test"):
 
 
 def test_gap_closed_is_the_share_of_the_floor_to_ceiling_gap_recovered():
-    systems = accuracy.systems([1.0], [True])
+    systems = accuracy.systems([1.0, 2.0], [True], rules=["ratio"])
+    names = ("floor", "ceiling", "symmetric", "ratio β=1", "ratio β=2")
     records = []
     for i in range(4):
         records += [record(f"i{i}", "floor", False), record(f"i{i}", "ceiling", True),
-                    record(f"i{i}", "symmetric", False), record(f"i{i}", "asym β=1", i < 2)]
-    records += [record("d0", name, True, split="dev") for name in ("floor", "ceiling", "symmetric", "asym β=1")]
+                    record(f"i{i}", "symmetric", False), record(f"i{i}", "ratio β=1", i < 2),
+                    record(f"i{i}", "ratio β=2", False)]
+    records += [record("d0", name, name != "ratio β=2", split="dev") for name in names]
     rows = {r["system"]: r for r in accuracy.summarize(records, systems, resamples=200)}
-    assert rows["asym β=1"]["accuracy"] == 0.5 and rows["asym β=1"]["gap_closed"] == 0.5
+    assert rows["ratio β=1"]["accuracy"] == 0.5 and rows["ratio β=1"]["gap_closed"] == 0.5
     assert rows["symmetric"]["gap_closed"] == 0.0 and rows["ceiling"]["gap_closed"] == 1.0
-    low, high = rows["asym β=1"]["gap_closed_ci"]
+    low, high = rows["ratio β=1"]["gap_closed_ci"]
     assert 0.0 <= low <= 0.5 <= high <= 1.0
-    assert rows["floor"]["verifier_flops_vs_ceiling"] == 0.5
-    assert rows["asym β=1"]["chosen_on_dev"] and rows["asym β=1"]["n_test"] == 4
+    assert rows["floor"]["verifier_flops_vs_ceiling"] == 0.5 and rows["floor"]["total_flops_vs_ceiling"] == 0.5
+    assert rows["ratio β=1"]["seconds_vs_ceiling"] == 1.0
+    assert rows["ratio β=1"]["chosen_on_dev"] and not rows["ratio β=2"]["chosen_on_dev"]
+    assert rows["ratio β=1"]["n_test"] == 4
 
 
 def test_tiny_end_to_end_run_writes_tables_and_plots(tmp_path):
@@ -64,7 +68,7 @@ def test_tiny_end_to_end_run_writes_tables_and_plots(tmp_path):
     run_plan = {"items": 3, "settings": {"needle": [("head_tail", 4)], "tools": [("signatures", None)]},
                 "systems": accuracy.systems([0.0, 1.0], [True])}
     records = accuracy.run_accuracy(engine, run_plan, seed=0)
-    assert len(records) == 2 * 3 * 5
+    assert len(records) == 2 * 3 * 7  # floor, ceiling, symmetric, two β under each of two rules
     assert all(r["comp_tokens"] < r["full_tokens"] for r in records)
     rows = accuracy.summarize(records, run_plan["systems"], resamples=50)
     results = {"pair": "tiny", "quick": True, "date": "today", "machine": "test", "accuracy": rows}
@@ -87,7 +91,7 @@ def test_every_setting_of_the_full_plan_runs_and_compresses():
     engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
     full = accuracy.plan(quick=False)
     run_plan = {"items": 1, "settings": full["settings"],
-                "systems": [s for s in full["systems"] if s.name in ("floor", "asym β=1.5 no-gate")]}
+                "systems": [s for s in full["systems"] if s.name in ("floor", "ratio β=1.5 no-gate")]}
     assert len(run_plan["systems"]) == 2
     records = accuracy.run_accuracy(engine, run_plan, seed=0)
     settings = {(task, c, r) for task, found in full["settings"].items() for c, r in found}
@@ -114,7 +118,7 @@ def test_scaling_run_reuses_caches_between_steps():
 
 def test_a_plan_narrows_to_the_chosen_settings_and_systems():
     narrowed = accuracy.narrow(accuracy.plan(quick=False), tasks=["needle", "tools"], compressors=["head_tail"],
-                               ratios=[4, 8], betas=[1.0], gate="off")
+                               ratios=[4, 8], betas=[1.0], gate="off", rules=["fused"])
     assert narrowed["settings"] == {"needle": [("head_tail", 4), ("head_tail", 8)], "tools": [("signatures", None)]}
-    assert [s.name for s in narrowed["systems"]] == ["floor", "ceiling", "symmetric", "asym β=1 no-gate"]
+    assert [s.name for s in narrowed["systems"]] == ["floor", "ceiling", "symmetric", "fused β=1 no-gate"]
     assert accuracy.narrow(accuracy.plan(quick=True)) == accuracy.plan(quick=True)

@@ -26,24 +26,30 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, create_model, model_validator
 
-from asymspec_agents import AsymSpecEngine, DecisionPolicy, GenerationConfig
+from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.chat import AsymSpecChat, ChatDelta
 from asymspec_agents.context import CompressionPolicy, DualViews
+from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
 
 from .messages import final_chunk, with_format_instruction, text_chunk, to_core_messages, to_tool_choice, to_tool_specs, tool_call_chunk_of
 
 # Constructor arguments of hosted chat models (the standard tests pass them); a local pair has no use for them.
 REMOTE_ONLY_PARAMS = ("api_key", "base_url", "timeout", "max_retries")
-# Per-call keyword arguments (`invoke(..., temperature=0.7)`, `bind(...)`) -> GenerationConfig fields.
-CALL_OVERRIDES = {"max_tokens": "max_new_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
-                  "seed": "seed", "mode": "mode", "beta": "beta", "gamma": "gamma", "cda": "cda", "k_max": "k_max"}
+# GenerationConfig's settings as this model's fields (LangChain spells max_new_tokens `max_tokens`; `stop` is
+# declared below with LangChain's alias); each is also a per-call keyword (`invoke(..., temperature=0.7)`, `bind`).
+RENAMED = {"max_new_tokens": "max_tokens"}
+SETTINGS = setting_fields(exclude=("stop",), rename=RENAMED)
+CORE_NAME = {ours: core for core, ours in RENAMED.items()}
+GenerationSettings = create_model("GenerationSettings", __config__=ConfigDict(arbitrary_types_allowed=True), **{
+    name: (kind, Field(default_factory=factory, description=text) if factory else Field(default=default, description=text))
+    for name, (kind, default, factory, text) in SETTINGS.items()})
 BUNDLED_NAME = "SmolLM2-135M-Instruct"
 
 
-class ChatAsymSpec(BaseChatModel):
+class ChatAsymSpec(BaseChatModel, GenerationSettings):
     """A drafter that reads the whole conversation and a verifier that reads a compressed memory of it, decoded
     with context-asymmetric speculative decoding, as a LangChain chat model.
 
@@ -65,27 +71,16 @@ class ChatAsymSpec(BaseChatModel):
     verifier: str = "bundled"
     """The verifier: a hub id, a local folder, a GGUF file, or "bundled"."""
     drafter: str | None = "bundled"
-    """The drafter (same vocabulary); None allows only modes "full" and "compressed"."""
+    """The drafter (same family, or another one through the vocabulary bridge); None allows only modes "full" and
+    "compressed"."""
     engine: Any = Field(default=None, exclude=True)
     """An `AsymSpecEngine` to use instead of loading `verifier`/`drafter`."""
     model_name: str | None = Field(default=None, alias="model")
     """The name reported in metadata and traces; derived from the models when not given."""
-    mode: str = "asymmetric"
-    beta: float = 1.0
-    gamma: float = 1.0
-    cda: bool = True
-    k_max: int = 8
-    max_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = 0
     stop: list[str] | None = Field(default=None, alias="stop_sequences")
     """Stop strings (any length in tokens); never part of the output."""
     compression: CompressionPolicy | None = None
     """Budgets and compressors of the verifier's view (default: `CompressionPolicy()`)."""
-    decisions: DecisionPolicy | None = Field(default_factory=DecisionPolicy)
-    """Where the verifier decides at slot 0 (default: tool names and final answers); None disables."""
     parallel_tool_calls: bool = False
     """Whether one reply may hold several tool calls. Off by default: small models tend to repeat a call once
     they have made it; `bind_tools(..., parallel_tool_calls=True)` turns it on per binding."""
@@ -131,9 +126,7 @@ class ChatAsymSpec(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": self.resolved_model_name, "verifier": self.verifier, "drafter": self.drafter,
-                "mode": self.mode, "beta": self.beta, "gamma": self.gamma, "cda": self.cda, "k_max": self.k_max,
-                "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                "top_k": self.top_k, "seed": self.seed}
+                **{name: getattr(self, name) for name in SETTINGS if name != "decisions"}}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict:
         params = {"ls_provider": "asymspec", "ls_model_name": kwargs.get("model", self.resolved_model_name),
@@ -155,12 +148,9 @@ class ChatAsymSpec(BaseChatModel):
         return self._core
 
     def generation_config(self, stop: list[str] | None = None, **overrides: Any) -> GenerationConfig:
-        settings = dict(mode=self.mode, max_new_tokens=self.max_tokens, beta=self.beta, gamma=self.gamma, cda=self.cda,
-                        temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, k_max=self.k_max,
-                        seed=self.seed, stop=list(stop if stop is not None else self.stop or []),
-                        decisions=self.decisions)
-        settings.update({CALL_OVERRIDES[key]: value for key, value in overrides.items()})
-        return GenerationConfig(**settings)
+        settings = {name: getattr(self, name) for name in SETTINGS} | overrides
+        return GenerationConfig(**{CORE_NAME.get(name, name): value for name, value in settings.items()},
+                                stop=list(stop if stop is not None else self.stop or []))
 
     def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence | None = None) -> int:
         """Tokens the verifier reads for these messages (the compressed view, chat template included)."""
@@ -283,9 +273,9 @@ class ChatAsymSpec(BaseChatModel):
         if model is not None and model != self.resolved_model_name:
             raise InvalidInputError(f"model={model!r}: ChatAsymSpec serves {self.resolved_model_name!r} only; build "
                                     "another ChatAsymSpec(verifier=..., drafter=...) for another pair.")
-        unknown = sorted(set(kwargs) - set(CALL_OVERRIDES))
+        unknown = sorted(set(kwargs) - set(SETTINGS))
         if unknown:
-            raise InvalidInputError(f"Unknown call arguments {unknown}; per-call settings are {', '.join(CALL_OVERRIDES)}.")
+            raise InvalidInputError(f"Unknown call arguments {unknown}; per-call settings are {', '.join(SETTINGS)}.")
         if response_format is not None and tools:
             raise InvalidInputError("Pass either bound tools or a response format (structured output), not both.")
         core_messages = to_core_messages(messages)

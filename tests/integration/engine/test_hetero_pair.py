@@ -38,7 +38,7 @@ def test_the_pair_is_bridged_with_most_of_the_drafter_vocabulary(engine):
 def test_beta_zero_gate_off_equals_gemma_alone_on_the_compressed_view(engine, views):
     full, comp = views
     reference = engine.generate(full, comp, mode="compressed", max_new_tokens=N)
-    result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, max_new_tokens=N)
+    result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, acceptance="fused", max_new_tokens=N)
     assert result.token_ids == reference.token_ids
     assert result.stats.accepted > 0  # the smaller drafter's proposals cross the bridge and are accepted
 

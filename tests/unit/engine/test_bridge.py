@@ -1,4 +1,4 @@
-"""Drafter and verifier with different tokenizers: the vocabulary bridge and the bridged DESIGN §3 reductions."""
+"""Drafter and verifier with different tokenizers: the vocabulary bridge and the bridged reductions of docs/design.md §5."""
 
 from collections import Counter
 
@@ -8,7 +8,7 @@ from sampling_reference import total_variation, two_token_distribution
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig, VocabularyMismatchError
 from asymspec_agents.engine.bridge import DraftTranscript, VocabularyBridge, token_bytes
-from asymspec_agents.models import byte_tokenizer, tiny_random_model
+from asymspec_agents.testing import byte_tokenizer, tiny_random_model
 
 TEXT = "the theme of the thesis: then the other three thrushes thrive there. " * 3
 # The drafter knows merges the verifier lacks and vice versa: both sides hold tokens outside the intersection.
@@ -116,7 +116,7 @@ def test_bridging_can_be_refused_with_the_old_error(hetero):
         AsymSpecEngine(verifier, drafter, v_tok, drafter_tokenizer=d_tok, bridge_vocabularies=False)
 
 
-# -- bridged reductions (DESIGN §3) --------------------------------------------------------------------------
+# -- bridged reductions (docs/design.md §5) --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("k_max", [1, 4, 8])
@@ -124,7 +124,7 @@ def test_beta_zero_gate_off_greedy_equals_the_verifier_alone(hetero, views, k_ma
     full, comp = views
     engine = make_engine(hetero)
     reference = engine.generate(full, comp, mode="compressed", max_new_tokens=40).token_ids
-    result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, max_new_tokens=40, k_max=k_max)
+    result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, acceptance="fused", max_new_tokens=40, k_max=k_max)
     assert result.token_ids == reference
     assert result.stats.drafted > 0
 
@@ -153,7 +153,7 @@ def test_swapped_roles_resync_and_stay_exact():
     resyncs = 0
     for start in range(0, 40, 10):
         full, comp = ids[start:], ids[-20:]
-        result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, max_new_tokens=60)
+        result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, acceptance="fused", max_new_tokens=60)
         assert result.token_ids == engine.generate(full, comp, mode="compressed", max_new_tokens=60).token_ids
         resyncs += result.stats.bridge_resyncs
     assert resyncs > 0
@@ -204,7 +204,7 @@ def test_constraints_mask_the_bridged_drafter_and_the_verifier_alike(hetero, vie
     engine = make_engine(hetero)
     v_tok = hetero[2]
     reference = engine.generate(full, comp, mode="compressed", max_new_tokens=30, constraint=OnlyLetters(v_tok))
-    result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, max_new_tokens=30,
+    result = engine.generate(full, comp, mode="asymmetric", beta=0.0, cda=False, acceptance="fused", max_new_tokens=30,
                              constraint=OnlyLetters(v_tok))
     assert result.token_ids == reference.token_ids
     assert all(c in "abcdefghijklmnopqrstuvwxyz " for c in result.text)
@@ -225,7 +225,7 @@ def test_sampled_bridged_asymmetric_with_beta_zero_reproduces_the_verifier_distr
     full = v_tok("abcd dab cab a bcd " * 4)["input_ids"]
     comp = full[-10:]
     probs = two_token_distribution(verifier, comp, TOP_K)
-    config = dict(mode="asymmetric", beta=0.0, cda=False, temperature=1.0, top_k=TOP_K, max_new_tokens=2,
+    config = dict(mode="asymmetric", beta=0.0, cda=False, acceptance="fused", temperature=1.0, top_k=TOP_K, max_new_tokens=2,
                   k_max=2, adaptive_k=False, decisions=None)
     runs = [engine.generate(full, comp, GenerationConfig(seed=seed, **config)) for seed in range(3000)]
     samples = [tuple(r.token_ids) for r in runs]

@@ -53,11 +53,14 @@ def test_every_decision_point_is_committed_at_slot_zero(same_engine, views, temp
     assert max(stats.token_slots) > 0
 
 
-def test_scheduling_decision_points_does_not_change_greedy_output(engine, same_engine, views):
+def test_scheduling_decision_points_does_not_change_greedy_output_under_the_fused_rule(engine, same_engine, views):
+    """With γ = 1 the fused rule accepts exactly the fused argmax, so who produces a token cannot change it. (The
+    ratio rule accepts tokens the verifier would not pick, so there scheduling does change the output.)"""
     full, comp = views
     for eng in (engine, same_engine):
-        plain = eng.generate(full, comp, mode="asymmetric", max_new_tokens=40, decisions=None)
-        scheduled = eng.generate(full, comp, mode="asymmetric", max_new_tokens=40, decisions=CAPITAL_END)
+        plain = eng.generate(full, comp, mode="asymmetric", acceptance="fused", max_new_tokens=40, decisions=None)
+        scheduled = eng.generate(full, comp, mode="asymmetric", acceptance="fused", max_new_tokens=40,
+                                 decisions=CAPITAL_END)
         assert scheduled.token_ids == plain.token_ids
         assert plain.stats.decision_points == 0
 

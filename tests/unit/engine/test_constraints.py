@@ -41,13 +41,14 @@ def test_random_drafter_is_rejected_and_the_grammar_rolls_back(engine, views, co
 
 def test_beta_zero_constrained_asymmetric_equals_constrained_compressed_greedy(engine, views, compiled):
     floor = constrained(engine, views, compiled, mode="compressed")
-    fused = constrained(engine, views, compiled, mode="asymmetric", beta=0.0, cda=False)
+    fused = constrained(engine, views, compiled, mode="asymmetric", beta=0.0, cda=False, acceptance="fused")
     assert fused.token_ids == floor.token_ids
 
 
-def test_identical_drafter_accepts_everything_under_the_grammar(same_engine, views, compiled):
+@pytest.mark.parametrize("rule", [dict(acceptance="fused"), dict(acceptance="ratio", fuse_bonus=True)])
+def test_identical_drafter_accepts_everything_under_the_grammar(same_engine, views, compiled, rule):
     ceiling = constrained(same_engine, views, compiled, mode="full")
-    fused = constrained(same_engine, views, compiled, mode="asymmetric")
+    fused = constrained(same_engine, views, compiled, mode="asymmetric", **rule)
     assert fused.token_ids == ceiling.token_ids and fused.stats.acceptance_rate == 1.0
 
 

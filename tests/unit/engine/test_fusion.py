@@ -6,6 +6,17 @@ import pytest
 import torch
 
 from asymspec_agents.engine import fusion
+from asymspec_agents.engine.acceptance import FusedThreshold, Verification, leading_accepts
+
+RULE = FusedThreshold()  # the fused rule's formulas (the ratio rule's are in test_acceptance.py)
+
+
+def accept_greedy(fused, drafts, gamma_eff):
+    return RULE.accept_greedy(Verification(drafts, fused, fused), gamma_eff)
+
+
+def accept_sampling(p, q, drafts, gamma_eff, uniforms):
+    return RULE.accept_sampled(Verification(drafts, p.log(), p.log(), proposal=q), gamma_eff, uniforms)
 
 
 def test_delta_is_difference_of_log_softmax_and_ignores_constant_shifts():
@@ -50,10 +61,10 @@ def test_greedy_acceptance_compares_against_gamma_times_the_best_probability():
     # p' = [0.5, 0.3, 0.2]
     target = torch.tensor([[0.5, 0.3, 0.2]]).log()
     drafts = torch.tensor([1])
-    assert not fusion.accept_greedy(target, drafts, 1.0).item()
-    assert fusion.accept_greedy(target, drafts, 0.6).item()  # 0.3 >= 0.6 * 0.5
-    assert not fusion.accept_greedy(target, drafts, 0.61).item()
-    assert fusion.accept_greedy(target, torch.tensor([0]), 1.0).item()
+    assert not accept_greedy(target, drafts, 1.0).item()
+    assert accept_greedy(target, drafts, 0.6).item()  # 0.3 >= 0.6 * 0.5
+    assert not accept_greedy(target, drafts, 0.61).item()
+    assert accept_greedy(target, torch.tensor([0]), 1.0).item()
 
 
 def test_sampling_acceptance_uses_min_one_p_over_gamma_q():
@@ -61,10 +72,10 @@ def test_sampling_acceptance_uses_min_one_p_over_gamma_q():
     q = torch.tensor([[0.5, 0.5], [0.3, 0.7]])
     drafts = torch.tensor([0, 0])
     # ratios: 0.2/0.5 = 0.4 ; 0.6/0.3 -> clamp 1
-    assert fusion.accept_sampling(p, q, drafts, 1.0, torch.tensor([0.39, 0.999])).tolist() == [True, True]
-    assert fusion.accept_sampling(p, q, drafts, 1.0, torch.tensor([0.41, 0.5])).tolist() == [False, True]
+    assert accept_sampling(p, q, drafts, 1.0, torch.tensor([0.39, 0.999])).tolist() == [True, True]
+    assert accept_sampling(p, q, drafts, 1.0, torch.tensor([0.41, 0.5])).tolist() == [False, True]
     # γ = 0.5 doubles the ratio: 0.8
-    assert fusion.accept_sampling(p, q, drafts, 0.5, torch.tensor([0.79, 0.5])).tolist() == [True, True]
+    assert accept_sampling(p, q, drafts, 0.5, torch.tensor([0.79, 0.5])).tolist() == [True, True]
 
 
 def test_residual_is_normalized_positive_part_or_p_when_empty():
@@ -81,7 +92,7 @@ def test_rejection_sampling_with_residual_reproduces_the_target_distribution():
     q = torch.tensor([0.4, 0.3, 0.2, 0.1])
     n = 200_000
     drafts = torch.multinomial(q, n, replacement=True, generator=generator)
-    accepted = fusion.accept_sampling(p.expand(n, 4), q.expand(n, 4), drafts, 1.0, torch.rand(n, generator=generator))
+    accepted = accept_sampling(p.expand(n, 4), q.expand(n, 4), drafts, 1.0, torch.rand(n, generator=generator))
     corrections = torch.multinomial(fusion.residual(p, q), n, replacement=True, generator=generator)
     tokens = torch.where(accepted, drafts, corrections)
     empirical = torch.bincount(tokens, minlength=4).float() / n
@@ -104,9 +115,9 @@ def test_process_applies_temperature_top_k_and_top_p():
 
 
 def test_leading_accepts_counts_until_first_rejection():
-    assert fusion.leading_accepts(torch.tensor([True, True, False, True])) == 2
-    assert fusion.leading_accepts(torch.tensor([True, True])) == 2
-    assert fusion.leading_accepts(torch.tensor([False, True])) == 0
+    assert leading_accepts(torch.tensor([True, True, False, True])) == 2
+    assert leading_accepts(torch.tensor([True, True])) == 2
+    assert leading_accepts(torch.tensor([False, True])) == 0
 
 
 def test_entropy_of_uniform_and_of_a_masked_distribution():

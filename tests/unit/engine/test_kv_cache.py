@@ -42,7 +42,7 @@ def test_cached_decoding_matches_a_full_forward_within_the_precision(pair, preci
 def test_engine_on_an_int8_cache_keeps_the_beta_zero_reduction(pair, views):
     engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_cache="int8")
     floor = engine.generate(*views, mode="compressed", max_new_tokens=30)
-    fused = engine.generate(*views, mode="asymmetric", beta=0.0, cda=False, max_new_tokens=30)
+    fused = engine.generate(*views, mode="asymmetric", beta=0.0, cda=False, acceptance="fused", max_new_tokens=30)
     assert fused.token_ids == floor.token_ids
 
 

@@ -1,8 +1,8 @@
-"""DESIGN §3 reductions on tiny random models: each special case equals the system it reduces to."""
+"""docs/design.md §5 reductions on tiny random models: each special case equals the system it reduces to."""
 
 import pytest
 
-from asymspec_agents import AsymSpecEngine, GenerationConfig
+from asymspec_agents import GenerationConfig
 
 N = 40
 
@@ -15,14 +15,15 @@ def run(engine, views, **settings):
 @pytest.mark.parametrize("k_max", [1, 4, 8])
 def test_beta_zero_gate_off_equals_compressed_greedy(engine, views, k_max):
     floor = run(engine, views, mode="compressed")
-    fused = run(engine, views, mode="asymmetric", beta=0.0, cda=False, gamma=1.0, k_max=k_max)
+    fused = run(engine, views, mode="asymmetric", beta=0.0, cda=False, acceptance="fused", gamma=1.0, k_max=k_max)
     assert fused.token_ids == floor.token_ids
     assert fused.stats.drafted > 0  # speculation really ran
 
 
-def test_identical_drafter_beta_one_equals_full_greedy_with_full_acceptance(same_engine, views):
+@pytest.mark.parametrize("rule", [dict(acceptance="fused"), dict(acceptance="ratio", fuse_bonus=True)])
+def test_identical_drafter_beta_one_equals_full_greedy_with_full_acceptance(same_engine, views, rule):
     ceiling = run(same_engine, views, mode="full")
-    fused = run(same_engine, views, mode="asymmetric", beta=1.0, cda=True)
+    fused = run(same_engine, views, mode="asymmetric", beta=1.0, cda=True, k_max=8, **rule)
     assert fused.token_ids == ceiling.token_ids
     assert fused.stats.acceptance_rate == 1.0
     assert fused.stats.drafted >= N // 2
@@ -53,7 +54,7 @@ def test_gate_relaxes_acceptance_where_views_diverge(engine, views):
     """Random models barely use context, so the views diverge little (JSD ~0.04); summed over seeds the gate
     still accepts drafts that plain min(1, p/q) would have rejected, and never without the gate."""
     def gate_only(cda):
-        return sum(run(engine, views, mode="asymmetric", beta=1.0, cda=cda, temperature=1.0, seed=seed)
+        return sum(run(engine, views, mode="asymmetric", acceptance="fused", beta=1.0, cda=cda, temperature=1.0, seed=seed)
                    .stats.gate_only_accepts for seed in range(20))
 
     assert gate_only(False) == 0

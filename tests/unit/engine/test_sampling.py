@@ -11,7 +11,7 @@ LENGTH = 2
 def test_sampled_asymmetric_with_beta_zero_reproduces_the_verifier_distribution(engine, pair, views):
     full, comp = views
     probs = two_token_distribution(pair.verifier, comp, TOP_K)
-    config = dict(mode="asymmetric", beta=0.0, cda=False, temperature=1.0, top_k=TOP_K, max_new_tokens=LENGTH,
+    config = dict(mode="asymmetric", beta=0.0, cda=False, acceptance="fused", temperature=1.0, top_k=TOP_K, max_new_tokens=LENGTH,
                   k_max=2, adaptive_k=False, decisions=None)
     samples = [tuple(engine.generate(full, comp, GenerationConfig(seed=seed, **config)).token_ids)
                for seed in range(2000)]

@@ -27,24 +27,29 @@ from llama_index.core.base.llms.types import (ChatMessage, ChatResponse, ChatRes
                                               CompletionResponse, CompletionResponseAsyncGen, CompletionResponseGen,
                                               ImageBlock, LLMMetadata, MessageRole, TextBlock, ThinkingBlock,
                                               ToolCallBlock)
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, create_model
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
 
-from asymspec_agents import AsymSpecEngine, DecisionPolicy, GenerationConfig
+from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.chat import AsymSpecChat, ChatReply
 from asymspec_agents.context import (AssistantMessage, ImageItem, Passage, SystemMessage, ToolCall, ToolResult,
                                      ToolSpec, UserMessage)
 from asymspec_agents.context.tool_format import ParsedToolCall
+from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError, InvalidMessageError
 
-GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
+GENERATION_FIELDS = setting_fields()  # GenerationConfig's settings, declared as this LLM's fields
 ALIASES = {"max_tokens": "max_new_tokens"}  # LlamaIndex / OpenAI spelling -> GenerationConfig field
+GenerationSettings = create_model("GenerationSettings", __config__=ConfigDict(arbitrary_types_allowed=True), **{
+    name: (kind, Field(default_factory=factory, description=text, exclude=name == "decisions") if factory
+           else Field(default=default, description=text))
+    for name, (kind, default, factory, text) in GENERATION_FIELDS.items()})
 CHAT_OPTIONS = {"tools", "tool_choice", "parallel_tool_calls", "response_schema", "query"}
 
 
-class AsymSpecLLM(FunctionCallingLLM):
+class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
     """A drafter reads the whole conversation, a verifier a compressed memory of it; AsymSpec decoding joins them.
 
         llm = AsymSpecLLM(verifier="bundled", drafter="bundled", max_new_tokens=256)
@@ -56,18 +61,8 @@ class AsymSpecLLM(FunctionCallingLLM):
     """
 
     verifier: str = Field(default="bundled", description="Verifier: hub id, local folder, .gguf file or 'bundled'.")
-    drafter: Optional[str] = Field(default="bundled", description="Drafter sharing the verifier's vocabulary.")
-    mode: str = Field(default="asymmetric", description="full, compressed, symmetric, symmetric_full or asymmetric.")
-    max_new_tokens: int = Field(default=256, gt=0, description="Most tokens one reply may have.")
-    temperature: float = Field(default=0.0, ge=0.0, description="0 is greedy.")
-    beta: float = Field(default=1.0, ge=0.0, description="Weight of the drafter's full-vs-compressed contrast.")
-    gamma: float = Field(default=1.0, gt=0.0, le=1.0, description="Acceptance threshold (1 is exact verification).")
-    cda: bool = Field(default=True, description="Relax acceptance where the drafter's two views diverge.")
-    k_max: int = Field(default=8, ge=1, description="Longest draft block.")
-    seed: Optional[int] = Field(default=0, description="Sampling seed.")
-    decisions: Optional[DecisionPolicy] = Field(
-        default_factory=DecisionPolicy, exclude=True,
-        description="Decision points the verifier decodes itself at slot 0 (tool names, final answers); None: off.")
+    drafter: Optional[str] = Field(default="bundled", description="Drafter: same forms as the verifier (another "
+                                   "family is bridged); None allows only modes full and compressed.")
     model_name: Optional[str] = Field(default=None, description="Name in metadata; default 'asymspec:<verifier>+<drafter>'.")
 
     _chat: AsymSpecChat = PrivateAttr()
@@ -102,9 +97,7 @@ class AsymSpecLLM(FunctionCallingLLM):
         return self._chat
 
     def generation_config(self) -> GenerationConfig:
-        return GenerationConfig(mode=self.mode, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                beta=self.beta, gamma=self.gamma, cda=self.cda, k_max=self.k_max, seed=self.seed,
-                                decisions=self.decisions)
+        return GenerationConfig(**{name: getattr(self, name) for name in GENERATION_FIELDS})
 
     def for_react(self, tools: Sequence[Any], initial_tool_choice: Optional[str] = None) -> "AsymSpecLLM":
         """This LLM for `ReActAgent(tools=tools, llm=llm.for_react(tools))`: same engine and memory, but every reply
