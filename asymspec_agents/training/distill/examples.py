@@ -1,0 +1,137 @@
+"""Chat-formatted training prompts from text that ships with Python: the standard library's docstrings.
+
+Three kinds, each a conversation the verifier answers itself (its greedy reply is the training target):
+- `passage`: a question over retrieved documents with facts planted at random depths (plus distractor facts);
+- `turns`: a fact said in passing early in a conversation, turns of filler, then a question about it;
+- `plain`: a question over documents with no planted fact (what the documents are about).
+
+The benchmarks build their haystacks from `pydoc_data.topics` with other fact wordings and names; these use the
+standard library's docstrings, so no benchmark item or passage is trained on.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+import sysconfig
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ...context import AssistantMessage, CompressionPolicy, Passage, SystemMessage, UserMessage
+
+NAMES = ["Mira", "Tomas", "Anouk", "Kenji", "Ravi", "Lena", "Omar", "Greta", "Paulo", "Ines", "Yusuf", "Hana"]
+PLACES = ["north", "south", "east", "west", "upper", "lower", "old", "new", "main", "back"]
+OBJECTS = ["gate", "office", "archive", "workshop", "garage", "library", "cellar", "studio", "tower", "depot"]
+THINGS = ["locker", "order", "membership", "room", "invoice", "ticket", "badge", "account"]
+KINDS = {"passage": 0.55, "turns": 0.30, "plain": 0.15}
+
+
+@dataclass
+class Example:
+    kind: str
+    messages: list
+    answer: str | None  # the planted value, if any
+    policy: CompressionPolicy  # how this example's compressed view is made
+    query: str | None = None  # for query-aware compressors
+
+    def render(self, context_cls, tokenizer):
+        return context_cls(tokenizer, self.policy).render(self.messages, query=self.query)
+
+
+@lru_cache(maxsize=1)
+def stdlib_paragraphs(min_chars: int = 200, max_chars: int = 1200) -> tuple[str, ...]:
+    """Docstring paragraphs of the standard library's top-level modules (tens of thousands on CPython 3.11)."""
+    found = set()
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(errors="ignore"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                for block in re.split(r"\n\s*\n", ast.get_docstring(node) or ""):
+                    block = " ".join(block.split())
+                    if min_chars <= len(block) <= max_chars and not block.startswith((">>>", "*")):
+                        found.add(block)
+    return tuple(sorted(found))
+
+
+def build_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8), compressors=("head_tail", "head_tail", "bm25"),
+                   haystack_chars=(1500, 7000)) -> list[Example]:
+    """`count` examples, deterministic in `seed`; each compressed by a random ratio and compressor."""
+    rng = random.Random(f"distill-{seed}")
+    paragraphs = stdlib_paragraphs()
+    kinds, weights = zip(*KINDS.items())
+    out = []
+    for _ in range(count):
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "passage":
+            sentence, question, value = _fact(rng)
+            others = [_fact(rng)[0] for _ in range(rng.randint(0, 2))]
+            text = _haystack(rng, paragraphs, rng.randint(*haystack_chars), [sentence, *others])
+            messages = [SystemMessage(rng.choice(["Answer the question from the documents.", "Use the documents to answer."])),
+                        UserMessage(question, passages=[Passage(text, source="stdlib")])]
+            budget_kind = "passage"
+        elif kind == "turns":
+            value, thing = _value(rng), rng.choice(THINGS)
+            first, second = rng.sample(paragraphs, 2)
+            messages = [SystemMessage("You are a helpful assistant."),
+                        UserMessage(f"{first}\n\nBy the way, my {thing} number is {value}. Remember it.\n\n{second}\n\n"
+                                    "What is this text about?"),
+                        AssistantMessage(_first_sentence(first))]
+            for _ in range(rng.randint(1, 4)):
+                filler = rng.choice(paragraphs)
+                messages += [UserMessage(f"Give me the gist of this:\n{filler}"), AssistantMessage(_first_sentence(filler))]
+            question = f"What is my {thing} number? Answer with the number."
+            messages.append(UserMessage(question))
+            text, budget_kind = messages[1].content, "user"
+        else:
+            value = None
+            text = _haystack(rng, paragraphs, rng.randint(800, 4000), [])
+            question = rng.choice(["Summarize the documents in two sentences.", "What is the main topic of the documents?",
+                                   "List two things the documents explain."])
+            messages = [SystemMessage("Answer the question from the documents."),
+                        UserMessage(question, passages=[Passage(text, source="stdlib")])]
+            budget_kind = "passage"
+        tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        compressor = rng.choice(compressors)
+        policy = CompressionPolicy(budgets={budget_kind: max(16, tokens // rng.choice(ratios))},
+                                   compressors={budget_kind: compressor})
+        out.append(Example(kind, messages, value, policy, question if compressor == "bm25" else None))
+    return out
+
+
+def _value(rng: random.Random) -> str:
+    digits = rng.choice([3, 4, 4, 5, 6])
+    return str(rng.randint(10 ** (digits - 1), 10 ** digits - 1))
+
+
+def _fact(rng: random.Random) -> tuple[str, str, str]:
+    value, form = _value(rng), rng.random()
+    if form < 0.4:
+        entity, attribute = f"the {rng.choice(PLACES)} {rng.choice(OBJECTS)}", rng.choice(
+            ["door code", "key number", "room number", "extension", "pin"])
+        return (f"The {attribute} of {entity} is {value}.", f"What is the {attribute} of {entity}? Answer with the number.",
+                value)
+    name = rng.choice(NAMES)
+    if form < 0.7:
+        thing = rng.choice(THINGS)
+        return f"{name}'s {thing} number is {value}.", f"What is {name}'s {thing} number? Answer with the number.", value
+    return (f"The phone extension of {name} is {value}.", f"What is the phone extension of {name}? Answer with the number.",
+            value)
+
+
+def _haystack(rng: random.Random, paragraphs, chars: int, facts: list[str]) -> str:
+    parts, total = [], 0
+    while total < chars:
+        parts.append(rng.choice(paragraphs))
+        total += len(parts[-1])
+    for fact in facts:
+        parts.insert(rng.randint(0, len(parts)), fact)
+    return "\n\n".join(parts)
+
+
+def _first_sentence(text: str) -> str:
+    return text.split(". ")[0].rstrip(".") + "."

@@ -1,0 +1,144 @@
+"""The `asymspec distill-drafter` command: examples -> teacher records -> training -> report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ...errors import AsymSpecError
+from ...models.students import StudentSpec, assemble_student
+from .examples import build_examples
+from .teacher import teacher_records
+from .train import TrainConfig, evaluate, train
+
+DEV_SEED_OFFSET = 10_000  # dev examples come from another seed: no prompt is shared with training
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="asymspec distill-drafter", description=__doc__)
+    parser.add_argument("--verifier", default="bundled", help="the teacher (and the weights the student is cut from)")
+    parser.add_argument("--examples", type=int, default=1200, help="training prompts")
+    parser.add_argument("--dev", type=int, default=60, help="held-out prompts for the report")
+    parser.add_argument("--trunk", type=int, default=StudentSpec.trunk, help="first layers copied verbatim (frozen)")
+    parser.add_argument("--top", type=int, nargs="+", default=list(StudentSpec.top),
+                        help="verifier layers copied above the trunk and trained")
+    parser.add_argument("--rank", type=int, default=StudentSpec.rank, help="LoRA rank (0: train whole matrices)")
+    parser.add_argument("--epochs", type=int, default=TrainConfig.epochs)
+    parser.add_argument("--lr", type=float, default=TrainConfig.lr)
+    parser.add_argument("--weights", type=float, nargs=3, default=list(TrainConfig.weights),
+                        metavar=("FULL", "COMP", "FUSE"), help="loss weights")
+    parser.add_argument("--context-weight", type=float, default=TrainConfig.context_weight)
+    parser.add_argument("--engine-prompts", type=int, default=8, help="dev prompts decoded in the engine for the report")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--out", default="runs/distill", help="output folder (checkpoint, student, report)")
+    parser.add_argument("--teacher-cache", help="folder of the teacher's shards (default: OUT/teacher); reuse it to "
+                        "train other students on the same teacher data")
+    args = parser.parse_args(argv)
+    try:
+        report = run(args)
+    except AsymSpecError as exc:
+        print(f"asymspec: error: {exc}", file=sys.stderr)
+        return 2
+    print(render_markdown(report))
+    return 0
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    from ...models import load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    verifier, tokenizer = load_model(args.verifier)
+    spec = StudentSpec(trunk=args.trunk, top=tuple(args.top), rank=args.rank,
+                       extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
+                              "data": "stdlib docstrings: passage QA, early-turn facts, plain questions"})
+    started = time.perf_counter()
+    cache = Path(args.teacher_cache) if args.teacher_cache else out / "teacher"
+    train_set = teacher_records(verifier, tokenizer, build_examples(args.examples, args.seed, tokenizer), cache / "train")
+    dev_set = teacher_records(verifier, tokenizer, build_examples(args.dev, args.seed + DEV_SEED_OFFSET, tokenizer),
+                              cache / "dev")
+    teacher_seconds = time.perf_counter() - started
+    config = TrainConfig(epochs=args.epochs, lr=args.lr, weights=tuple(args.weights), context_weight=args.context_weight,
+                         seed=args.seed)
+    history = train(verifier, spec, train_set, dev_set, out, config)
+    student = assemble_student(verifier, out)
+    report = {"spec": asdict(spec), "train_config": asdict(config), "train_records": len(train_set),
+              "dev_records": len(dev_set), "reply_tokens": sum(len(r.reply) for r in train_set),
+              "teacher_seconds": teacher_seconds, "train_seconds": history["train_seconds"],
+              "dev": history["dev"], "assembled_dev": evaluate(student, dev_set),
+              "engine": engine_check(verifier, student, tokenizer, dev_set[: args.engine_prompts]),
+              "date": time.strftime("%Y-%m-%d")}
+    (out / "report.json").write_text(json.dumps({**report, "steps": history["steps"]}, indent=2) + "\n")
+    (out / "report.md").write_text(render_markdown(report))
+    plot_losses(history, out / "loss.png")
+    return report
+
+
+def engine_check(verifier, student, tokenizer, records) -> dict:
+    """Acceptance inside the engine, and how often the planted value is in the reply, per system."""
+    from ...engine import AsymSpecEngine, GenerationConfig
+
+    engine = AsymSpecEngine(verifier, student, tokenizer)
+    systems = {"compressed": dict(mode="compressed"), "full": dict(mode="full"),
+               "asymmetric ratio": dict(acceptance="ratio"), "asymmetric fused": dict(acceptance="fused")}
+    found = {}
+    for name, settings in systems.items():
+        drafted = accepted = hits = planted = 0
+        for r in records:
+            result = engine.generate(r.full, r.comp, GenerationConfig(max_new_tokens=len(r.reply) + 8, decisions=None,
+                                                                      **settings))
+            drafted, accepted = drafted + result.stats.drafted, accepted + result.stats.accepted
+            if r.answer:
+                planted += 1
+                hits += r.answer in result.text
+        found[name] = {"acceptance": accepted / drafted if drafted else None, "planted_found": hits, "planted": planted}
+    return found
+
+
+def render_markdown(report: dict) -> str:
+    spec, dev = report["spec"], report["dev"]
+    lines = [f"# Distilled drafter ({report['date']})", "",
+             f"Student: verifier layers 0..{spec['trunk'] - 1} verbatim + {list(spec['top'])} trained "
+             f"(LoRA rank {spec['rank']}); {report['train_records']} training prompts "
+             f"({report['reply_tokens']} reply tokens), {report['dev_records']} dev prompts; teacher "
+             f"{report['teacher_seconds'] / 60:.1f} min, training {report['train_seconds'] / 60:.1f} min.", "",
+             "| epoch | top-1 agreement | fused agreement | on context positions |", "|---|---|---|---|"]
+    for row in dev:
+        lines.append(f"| {row['epoch']} | {row['top1_agreement']:.3f} | {row['fused_agreement']:.3f} | "
+                     f"{row['context_fused_agreement']:.3f} (n={row['context_positions']}) |")
+    lines += ["", "Inside the engine (dev prompts):", "", "| system | acceptance | planted value in reply |", "|---|---|---|"]
+    for name, row in report["engine"].items():
+        rate = "—" if row["acceptance"] is None else f"{row['acceptance']:.2f}"
+        lines.append(f"| {name} | {rate} | {row['planted_found']}/{row['planted']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_losses(history: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("asymspec: matplotlib is not installed; no loss plot (pip install 'asymspec-agents[bench]')")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = history["steps"]
+    for name in ("full", "comp", "fuse", "total"):
+        ax.plot([s["epoch"] for s in steps], [s[name] for s in steps], label=name, lw=1)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss (KL, nats)")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_title("distillation losses")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

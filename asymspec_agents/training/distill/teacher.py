@@ -1,0 +1,93 @@
+"""The teacher's side of distillation: its own greedy replies (on-policy data) and its log-probabilities on both views.
+
+For each example the verifier answers on the full view (greedy, transformers' `generate`, whose step logits give
+the full view's log-probabilities); one forward over the compressed view + reply gives that view's. At every reply
+position a record keeps the log-probabilities of a candidate set: the `candidates` tokens most likely under either
+view (the reply token among them). Records are small (no hidden states: the student's
+frozen trunk is cheap to recompute), saved in shards so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ...context import DualContext
+from ...engine import AsymSpecEngine
+from .examples import Example
+
+
+@dataclass
+class TeacherRecord:
+    kind: str
+    answer: str | None
+    full: list[int]
+    comp: list[int]
+    reply: list[int]
+    candidates: torch.Tensor  # [n, C] token ids per reply position
+    lp_full: torch.Tensor  # [n, C] teacher log-probabilities on the full view (float16)
+    lp_comp: torch.Tensor  # [n, C] the same on the compressed view
+
+
+def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str | Path, *, shard_size: int = 50,
+                    max_new_tokens: int = 32, max_prompt_tokens: int = 3000, candidates: int = 128,
+                    progress: bool = True) -> list[TeacherRecord]:
+    """Records for `examples`, computed shard by shard into `out_dir/teacher-NNNN.pt`; existing shards are loaded."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    eos = sorted(AsymSpecEngine(verifier, None, tokenizer).eos_token_ids)
+    records: list[TeacherRecord] = []
+    shards = range(0, len(examples), shard_size)
+    bar = tqdm(total=len(examples), desc="teacher", unit="example", disable=not progress)
+    for start in shards:
+        path = out_dir / f"teacher-{start // shard_size:04d}.pt"
+        if path.is_file():
+            records += torch.load(path, weights_only=False)
+            bar.update(min(shard_size, len(examples) - start))
+            continue
+        shard = []
+        for example in examples[start:start + shard_size]:
+            views = DualContext(tokenizer, example.policy).render(example.messages, query=example.query)
+            if len(views.full_ids) <= max_prompt_tokens:
+                reply, full_rows = _greedy_reply(verifier, views.full_ids, max_new_tokens, eos)
+                if len(reply) >= 2:
+                    shard.append(_record(verifier, example, views.comp_ids, views.full_ids, reply, full_rows,
+                                         candidates))
+            bar.update()
+        staging = path.with_suffix(".part")
+        torch.save(shard, staging)
+        staging.replace(path)
+        records += shard
+    bar.close()
+    return records
+
+
+def _greedy_reply(model, prompt: list[int], max_new_tokens: int, eos: list[int]) -> tuple[list[int], torch.Tensor]:
+    """The verifier's greedy reply on the full view and its log-probabilities at every reply position (the logits
+    of the decoding steps themselves: no second forward over the full view)."""
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
+                             pad_token_id=eos[0], output_logits=True, return_dict_in_generate=True)
+    reply = out.sequences[0, len(prompt):].tolist()
+    return reply, torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
+
+
+def _record(verifier, example: Example, comp: list[int], full: list[int], reply: list[int], full_rows: torch.Tensor,
+            size: int) -> TeacherRecord:
+    rows = {"full": full_rows, "comp": _reply_log_probs(verifier, comp, reply)}
+    # the candidates: the tokens most likely under either view, the reply's own token first
+    score = torch.maximum(rows["full"], rows["comp"])
+    score.scatter_(-1, torch.tensor(reply)[:, None], float("inf"))
+    candidates = score.topk(size, dim=-1).indices
+    pick = lambda view: rows[view].gather(-1, candidates).half()  # noqa: E731
+    return TeacherRecord(example.kind, example.answer, full, comp, reply, candidates.int(), pick("full"), pick("comp"))
+
+
+def _reply_log_probs(model, prompt: list[int], reply: list[int]) -> torch.Tensor:
+    """log p(· | prompt + reply[:i]) for every reply position i. `[len(reply), vocab]`"""
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([prompt + reply[:-1]]), use_cache=False, logits_to_keep=len(reply)).logits
+    return torch.log_softmax(logits[0].float(), dim=-1)
