@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from .context import DualContext, DualViews, ToolSpec
+from .context.tools import check_tool_choice
 from .context.tool_format import (TOOL_CALL_CLOSE, TOOL_CALL_OPEN, InvalidToolCall, ParsedToolCall,
                                   parse_tool_calls)
 from .engine import AsymSpecEngine, GenerationConfig, GenerationStats
@@ -53,6 +55,17 @@ class ChatDelta:
     reply: ChatReply | None = None
 
 
+def with_turn_stops(config: GenerationConfig, chat_format) -> GenerationConfig:
+    """`config` whose stops include the chat format's turn ends: a base model's plain transcript ends a reply where
+    the next user turn would begin (chat templates have none: their end-of-turn token is EOS)."""
+    missing = [s for s in chat_format.stop if s not in config.stop]
+    return replace(config, stop=[*config.stop, *missing]) if missing else config
+
+
+_shared: "weakref.WeakKeyDictionary[AsymSpecEngine, dict[str, AsymSpecChat]]" = weakref.WeakKeyDictionary()
+_shared_lock = threading.Lock()
+
+
 class AsymSpecChat:
     """One engine and one dual-view memory (whose compression cache persists across calls)."""
 
@@ -64,6 +77,18 @@ class AsymSpecChat:
         self.context = context or DualContext(engine.tokenizer, policy, drafter=drafter)
         self._grammars = None
         self._grammar_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, engine: AsymSpecEngine, policy=None) -> "AsymSpecChat":
+        """One AsymSpecChat (dual-view memory and grammar compiler) per engine and compression policy in the
+        process: chat models built on the same pair share it, so resending a history compresses only what is new
+        and grammars compile once. Generation settings are passed per call (`config=`)."""
+        key = repr(policy)
+        with _shared_lock:
+            per_engine = _shared.setdefault(engine, {})
+            if key not in per_engine:
+                per_engine[key] = cls(engine, policy=policy)
+            return per_engine[key]
 
     def reply(self, messages, **request) -> ChatReply:
         for delta in self.stream(messages, **request):
@@ -84,9 +109,7 @@ class AsymSpecChat:
         views = self.context.render(messages, tools=render_tools or None, query=query)
         constraint = self._constraint(specs, tool_choice, parallel_tool_calls, response_schema, tool_format)
         config = replace(config or self.config, **overrides) if overrides else (config or self.config)
-        turn_ends = [s for s in self.context.format.stop if s not in config.stop]
-        if turn_ends:  # a base model's plain transcript: the reply ends where the next user turn would begin
-            config = replace(config, stop=[*config.stop, *turn_ends])
+        config = with_turn_stops(config, self.context.format)
         splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)
         raw, token_ids = [], []
         for chunk in self.engine.stream(views.full_ids, views.comp_ids, config, constraint=constraint):
@@ -109,7 +132,7 @@ class AsymSpecChat:
 
         with self._grammar_lock:
             if self._grammars is None:
-                self._grammars = GrammarBuilder(self.engine.tokenizer, max_rollback_tokens=4 * self.config.resolved().k_max + 8)
+                self._grammars = GrammarBuilder(self.engine.tokenizer)
             return self._grammars
 
     def _constraint(self, specs: list[ToolSpec], tool_choice: str | None, parallel: bool,
@@ -117,14 +140,12 @@ class AsymSpecChat:
         """The grammar a request needs: a response schema, ReAct steps, tool calls, or none for free text."""
         if response_schema is not None:
             return self.grammars.json_schema(response_schema)
-        tools = [{"name": s.name, "parameters": s.parameters} for s in specs]
-        if tool_format == "react" and specs and tool_choice != "none":
-            return self.grammars.react_steps(tools, tool_choice)
+        check_tool_choice(tool_choice, [spec.name for spec in specs])
         if not specs:
-            if tool_choice not in (None, "auto", "none"):
-                raise InvalidInputError(f"tool_choice={tool_choice!r} needs bound tools; bind some first.")
             return None
-        return self.grammars.tool_calls(tools, tool_choice, parallel)
+        if tool_format == "react" and tool_choice != "none":
+            return self.grammars.react_steps(specs, tool_choice)
+        return self.grammars.tool_calls(specs, tool_choice, parallel)
 
     @staticmethod
     def _reply(raw_text: str, token_ids: list[int], last_chunk, views: DualViews, splitter: "ToolCallSplitter") -> ChatReply:

@@ -90,8 +90,7 @@ def _settings(args: argparse.Namespace) -> dict:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
+    from .chat import with_turn_stops
     from .context.chat_format import chat_format
     from .engine import AsymSpecEngine, GenerationConfig
     from .errors import AsymSpecError
@@ -105,8 +104,8 @@ def _generate(args: argparse.Namespace) -> int:
         chat = None if args.raw else chat_format(engine.tokenizer)
         full_ids = _encode(engine.tokenizer, chat, args.prompt, args.system)
         comp_ids = _encode(engine.tokenizer, chat, args.compressed_prompt, args.system) if args.compressed_prompt else full_ids
-        if chat is not None:  # a base model's plain transcript ends a reply where the next user turn begins
-            config = replace(config, stop=[*config.stop, *chat.stop])
+        if chat is not None:
+            config = with_turn_stops(config, chat)
         text = []
         for chunk in engine.stream(full_ids, comp_ids, config):
             text.append(chunk.text)

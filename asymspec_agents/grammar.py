@@ -15,11 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .context.tool_format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from .context.tools import TOOL_CHOICES, ToolSpec, check_tool_choice
 from .engine.constraints import GrammarConstraint
 from .errors import InvalidInputError
-
-# tool_choice values that force at least one call
-FORCING = {"any", "required"}
 
 
 class GrammarBuilder:
@@ -40,18 +38,16 @@ class GrammarBuilder:
         text = _dumps(schema, "structured-output schema")
         return self._constraint("schema:" + text, lambda: self._compiler.compile_json_schema(text, any_whitespace=False))
 
-    def tool_calls(self, tools: Sequence[dict], choice: str | None = "auto", parallel: bool = True) -> GrammarConstraint | None:
+    def tool_calls(self, tools: Sequence[ToolSpec], choice: str | None = "auto",
+                   parallel: bool = True) -> GrammarConstraint | None:
         """Grammar for replies that may (choice "auto"/None), must ("any"/"required"), or must call one named
-        tool (choice = its name). `tools`: dicts with "name" and "parameters" (a JSON schema). "none": no grammar."""
+        tool (choice = its name). "none": no grammar."""
         if choice == "none" or not tools:
             return None
-        names = [tool["name"] for tool in tools]
-        if choice not in (None, "auto", *FORCING) and choice not in names:
-            raise InvalidInputError(f"tool_choice {choice!r} names no bound tool; bound tools: {', '.join(names)}.")
-        chosen = [tool for tool in tools if choice in (None, "auto", *FORCING) or tool["name"] == choice]
+        chosen = _chosen(tools, choice)
         tags = [{
             "type": "tag",
-            "begin": f'{TOOL_CALL_OPEN}\n{{"name": {json.dumps(tool["name"])}, "arguments": ',
+            "begin": f'{TOOL_CALL_OPEN}\n{{"name": {json.dumps(tool.name)}, "arguments": ',
             "content": {"type": "json_schema", "json_schema": _arguments_schema(tool), "max_whitespace_cnt": 1},
             "end": f"}}\n{TOOL_CALL_CLOSE}",
         } for tool in chosen]
@@ -68,7 +64,7 @@ class GrammarBuilder:
         text = _dumps({"type": "structural_tag", "format": grammar}, "tool schemas")
         return self._constraint("tools:" + text, lambda: self._compiler.compile_structural_tag(text))
 
-    def react_steps(self, tools: Sequence[dict], choice: str | None = "auto") -> GrammarConstraint:
+    def react_steps(self, tools: Sequence[ToolSpec], choice: str | None = "auto") -> GrammarConstraint:
         """Grammar for one ReAct step (the text format of LlamaIndex's ReActAgent and of classic ReAct prompts):
 
             Thought: <one line, at most 200 characters>
@@ -82,12 +78,9 @@ class GrammarBuilder:
         `choice` as in `tool_calls`: "any"/"required" leave out the Answer branch, a tool name allows only it."""
         if not tools:
             raise InvalidInputError("A ReAct step grammar needs at least one tool.")
-        names = [tool["name"] for tool in tools]
-        if choice not in (None, "auto", *FORCING) and choice not in names:
-            raise InvalidInputError(f"tool_choice {choice!r} names no bound tool; bound tools: {', '.join(names)}.")
-        tools = [tool for tool in tools if choice in (None, "auto", *FORCING) or tool["name"] == choice]
+        tools = _chosen(tools, choice)
         actions = [{"type": "sequence", "elements": [
-            {"type": "const_string", "value": f"Action: {tool['name']}\nAction Input: "},
+            {"type": "const_string", "value": f"Action: {tool.name}\nAction Input: "},
             {"type": "json_schema", "json_schema": _arguments_schema(tool), "max_whitespace_cnt": 1}]} for tool in tools]
         answer = {"type": "sequence", "elements": [{"type": "const_string", "value": "Answer: "}, {"type": "any_text"}]}
         grammar = {"type": "sequence", "elements": [
@@ -108,8 +101,14 @@ class GrammarBuilder:
         return GrammarConstraint(compiled, self.max_rollback_tokens)
 
 
-def _arguments_schema(tool: dict) -> dict:
-    return tool.get("parameters") or {"type": "object", "properties": {}}
+def _chosen(tools: Sequence[ToolSpec], choice: str | None) -> list[ToolSpec]:
+    """The tools a tool_choice allows (checked against the bound names first)."""
+    check_tool_choice(choice, [tool.name for tool in tools])
+    return [tool for tool in tools if choice in TOOL_CHOICES or tool.name == choice]
+
+
+def _arguments_schema(tool: ToolSpec) -> dict:
+    return tool.parameters or {"type": "object", "properties": {}}
 
 
 def _dumps(value, what: str) -> str:

@@ -28,6 +28,7 @@ from .tasks import Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared
 PAIRS = {"bundled": ("bundled", "bundled"),
+         "bundled-small": ("bundled", "bundled-small"),  # SmolLM2-135M verifying for its distilled 6-layer student
          "bundled-hetero": ("bundled-hetero", None)}  # Gemma-3-270M verifier, SmolLM2-135M drafter (bridged)
 MAX_NEW_TOKENS = 32  # the bundled model restates the question before answering
 TOOL_TOKENS = 48  # a whole call: <tool_call>{"name": …, "arguments": {…}}</tool_call>
@@ -37,6 +38,7 @@ TOOL_TOKENS = 48  # a whole call: <tool_call>{"name": …, "arguments": {…}}</
 class System:
     name: str
     settings: tuple  # GenerationConfig overrides as (key, value) pairs
+    alone: bool = False  # the drafter decoding alone on the full view (the pair's verifier is not used)
 
     @property
     def overrides(self) -> dict:
@@ -58,8 +60,19 @@ def systems(betas, gates, rules=RULES) -> list[System]:
     return found
 
 
+STUDENT_ALONE = System("student alone", (("mode", "full"),), alone=True)
+
+
 def plan(quick: bool, pair: str = "bundled") -> dict:
     """Tasks, compression settings per task, systems and item counts of a run."""
+    if pair == "bundled-small":  # the operating point of the distilled drafter: both rules at the paper's β
+        ratios = [4] if quick else [2, 4, 8]
+        head_tail = [("head_tail", r) for r in ratios]
+        return {"items": 8 if quick else 50,
+                "settings": {"needle": head_tail + [("bm25", 4)], "needle2": [("head_tail", 4)],
+                             "retention": head_tail, "tools": [("signatures", None)],
+                             "needle_long": [("head_tail", 4)]},
+                "systems": systems([1.0], [True]) + [STUDENT_ALONE], "timing": "cold"}
     if pair == "bundled-hetero":  # a verifier twice the drafter's cost per token: a smaller grid
         return {"items": 16 if quick else 40,
                 "settings": {"needle": [("head_tail", 4)], "retention": [("head_tail", 4)]},
@@ -127,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         if run_plan != grid:
             results["run"] = f"part of the {'quick' if args.quick else 'full'} grid"
         results["plan"] = {"items": run_plan["items"], "settings": run_plan["settings"],
-                           "systems": [system.name for system in run_plan["systems"]]}
+                           "systems": [system.name for system in run_plan["systems"]],
+                           "timing": run_plan.get("timing", "warm")}
         records = run_accuracy(engine, run_plan, args.seed)
         results["accuracy"] = summarize(records, run_plan["systems"])
         results["records"] = records
@@ -144,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_accuracy(engine, run_plan: dict, seed: int) -> list[dict]:
     from ..chat import AsymSpecChat
-    from ..engine import GenerationConfig
+    from ..engine import AsymSpecEngine, GenerationConfig
 
     records = []
     jobs = [(task, setting) for task, settings in run_plan["settings"].items() for setting in settings]
@@ -153,21 +167,29 @@ def run_accuracy(engine, run_plan: dict, seed: int) -> list[dict]:
         items = build(task, run_plan["items"], seed)
         chat = AsymSpecChat(engine, policy=policy_for(task, compressor, ratio, engine.tokenizer, items),
                             config=GenerationConfig())
+        # the drafter decoding alone reads the same full views (one memory for both)
+        alone = (AsymSpecChat(AsymSpecEngine(engine.drafter, None, engine.tokenizer), context=chat.context)
+                 if any(s.alone for s in run_plan["systems"]) else None)
         for item in items:
             for system in run_plan["systems"]:
-                records.append(run_item(chat, item, system, compressor, ratio))
+                records.append(run_item(alone if system.alone else chat, item, system, compressor, ratio,
+                                        cold=run_plan.get("timing") == "cold"))
                 bar.update()
     bar.close()
     return records
 
 
-def run_item(chat, item: Item, system: System, compressor: str, ratio) -> dict:
-    """One reply, timed on warm caches (the prompt was prefilled before: what an agent with cache reuse pays);
-    FLOPs count the prefill all the same, as a fresh call would spend it."""
+def run_item(chat, item: Item, system: System, compressor: str, ratio, cold: bool = False) -> dict:
+    """One reply, timed on warm caches (the prompt was prefilled before: what an agent with cache reuse pays for
+    its next turn) or, with `cold`, from empty caches (what reading a new long document costs); FLOPs count the
+    prefill either way, as a fresh call would spend it."""
     request = dict(tools=item.tools or None, tool_choice="required" if item.tools else None, parallel_tool_calls=False,
                    query=item.query)
     views = chat.context.render(item.messages, tools=request["tools"], query=item.query)
-    chat.engine.prefill(views.full_ids, views.comp_ids)
+    if cold:
+        chat.engine.reset()
+    else:
+        chat.engine.prefill(views.full_ids, views.comp_ids)
     start = time.perf_counter()
     reply = chat.reply(item.messages, **request, **system.overrides,
                        max_new_tokens=TOOL_TOKENS if item.tools else MAX_NEW_TOKENS)
@@ -360,8 +382,10 @@ def render_markdown(results: dict) -> str:
         run_plan = results["plan"]
         settings = "; ".join(f"{task}: " + ", ".join(c + (f" {r}×" if r else "") for c, r in found)
                              for task, found in run_plan["settings"].items())
+        timing = ("from empty caches (the prompt's prefill is timed)" if run_plan.get("timing") == "cold"
+                  else "on warm caches (the prompt was prefilled before; FLOPs still count it)")
         lines.append(f"\nPlan: {run_plan['items']} items per task ({settings}); systems: "
-                     f"{', '.join(run_plan['systems'])}.\n")
+                     f"{', '.join(run_plan['systems'])}. Replies are timed {timing}.\n")
     if "accuracy" in results:
         header = ["task", "compression", "system", "accuracy (test)", "gap closed [95% CI]", "acceptance",
                   "s/item", "s × ceiling", "verifier FLOPs × ceiling", "total FLOPs × ceiling"]

@@ -3,7 +3,7 @@
 Every builder is deterministic in its seed; items carry a split ("dev" for choosing settings, "test" for the
 numbers reported) and a scorer. Three tasks:
 - needle: a planted fact (one hop: a vault's code; two hops: the vault names a key, the key names the code) at a
-  random depth of a retrieved passage assembled from `pydoc_data.topics`;
+  random depth of a retrieved passage assembled from `pydoc_data.topics` (needle_long: a ~4k-token passage);
 - tools: choose the standard-library function whose docstring a question paraphrases; the full view has the
   docstrings, the compressed view only signatures with their first sentence (the question uses a later one);
 - retention: a fact given in passing in an early user turn, turns of real-text filler, then a question on it.
@@ -44,13 +44,18 @@ class Item:
         return self.answer in reply.text
 
 
+LONG_HAYSTACK_CHARS = 17_000  # about 4.2k SmolLM2 tokens: where a cheaper drafter must pay off in wall time
+
+
 def build(task: str, count: int, seed: int = 0) -> list[Item]:
     return {"needle": needle, "needle2": lambda n, s: needle(n, s, hops=2), "tools": tool_selection,
-            "retention": retention}[task](count, seed)
+            "retention": retention,
+            "needle_long": lambda n, s: needle(n, s, haystack_chars=LONG_HAYSTACK_CHARS, task="needle_long")}[task](count, seed)
 
 
-def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000) -> list[Item]:
-    rng = random.Random(f"needle{hops}-{seed}")
+def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000, task: str | None = None) -> list[Item]:
+    task = task or f"needle{hops if hops > 1 else ''}"
+    rng = random.Random(f"{task}{hops}-{seed}" if task == "needle_long" else f"needle{hops}-{seed}")
     docs = _pydoc_paragraphs()
     items = []
     for i in range(count):
@@ -63,8 +68,8 @@ def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000)
         question = f"What is the access code of the {color} vault? Answer with the four-digit code."
         messages = [SystemMessage("Answer the question from the documents."),
                     UserMessage(question, passages=[Passage(haystack, source="python-docs")])]
-        items.append(Item(f"needle{hops if hops > 1 else ''}", f"needle{hops}-{seed}-{i}", messages, code, _split(i, count),
-                          query=question))
+        items.append(Item(task, f"{task}-{seed}-{i}" if task == "needle_long" else f"needle{hops}-{seed}-{i}",
+                          messages, code, _split(i, count), query=question))
     return items
 
 

@@ -137,13 +137,14 @@ def _coerce(message, index: int) -> Message:
             images=[i if isinstance(i, ImageItem) else ImageItem(**i) for i in message.get("images", [])],
         )
     elif role == "assistant":
-        coerced = AssistantMessage(content, tool_calls=[_coerce_call(call, index) for call in message.get("tool_calls") or []])
+        coerced = AssistantMessage(content, tool_calls=[coerce_tool_call(call, index) for call in message.get("tool_calls") or []])
     else:
         coerced = ToolResult(message.get("tool_call_id") or "", message.get("name") or "", content, bool(message.get("is_error", False)))
     return _check_text(coerced, index)
 
 
-def _coerce_call(call, index: int) -> ToolCall:
+def coerce_tool_call(call, index: int = 0) -> ToolCall:
+    """A ToolCall from itself or a dict (plain, or OpenAI's with name/arguments under "function")."""
     if isinstance(call, ToolCall):
         return call
     if not isinstance(call, dict):

@@ -8,6 +8,7 @@ Then tiktoken is tried normally (it downloads when online). When it cannot load,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -77,7 +78,6 @@ def cl100k_encoding():
     tiktoken downloads without a timeout; a firewall that drops packets would hang the caller, so the load runs in
     a daemon thread that is abandoned after DOWNLOAD_TIMEOUT_S.
     """
-    _point_tiktoken_at_llama_index()
     outcome: dict = {}
 
     def load():
@@ -88,9 +88,10 @@ def cl100k_encoding():
         except Exception as exc:  # no file offline and no network, or tiktoken missing
             outcome["error"] = f"{type(exc).__name__}"
 
-    thread = threading.Thread(target=load, daemon=True, name="asymspec-cl100k")
-    thread.start()
-    thread.join(DOWNLOAD_TIMEOUT_S)
+    with _tiktoken_cache_of_llama_index():
+        thread = threading.Thread(target=load, daemon=True, name="asymspec-cl100k")
+        thread.start()
+        thread.join(DOWNLOAD_TIMEOUT_S)
     if "encoding" in outcome:
         return outcome["encoding"], None
     reason = outcome.get("error", f"no answer in {DOWNLOAD_TIMEOUT_S:.0f} s")
@@ -100,15 +101,27 @@ def cl100k_encoding():
     )
 
 
-def _point_tiktoken_at_llama_index() -> None:
-    if os.environ.get("TIKTOKEN_CACHE_DIR"):
+@contextlib.contextmanager
+def _tiktoken_cache_of_llama_index():
+    """While loading, point tiktoken at the cl100k file llama-index-core ships (unless the user chose a cache);
+    the process environment is restored afterwards."""
+    folder = None if os.environ.get("TIKTOKEN_CACHE_DIR") else _llama_index_tiktoken_folder()
+    if folder is None:
+        yield
         return
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+
+
+def _llama_index_tiktoken_folder() -> Path | None:
     try:
         spec = importlib.util.find_spec("llama_index.core")  # locates without importing llama_index.core
     except (ImportError, ValueError):
-        return
+        return None
     if spec is None or not spec.submodule_search_locations:
-        return
+        return None
     folder = Path(list(spec.submodule_search_locations)[0]) / "_static" / "tiktoken_cache"
-    if folder.is_dir():
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    return folder if folder.is_dir() else None

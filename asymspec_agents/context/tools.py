@@ -18,8 +18,21 @@ from typing import Any
 
 from ..errors import InvalidToolSchemaError
 
+FORCING = ("any", "required")  # tool_choice values that force at least one call
+TOOL_CHOICES = (None, "auto", "none", *FORCING)  # ... besides a bound tool's name
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None", "array": "list", "object": "dict"}
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def check_tool_choice(choice: str | None, names: list[str]) -> None:
+    """The one check of a tool_choice against the bound tools' names (every entry point calls it)."""
+    if choice in TOOL_CHOICES and (names or choice not in FORCING):
+        return
+    if not names:
+        raise InvalidToolSchemaError(f"tool_choice={choice!r} needs bound tools; bind some first.")
+    if not isinstance(choice, str) or choice not in names:
+        raise InvalidToolSchemaError(f"tool_choice {choice!r} names no bound tool; bound tools: {', '.join(names)}; "
+                                     "or use 'auto', 'any', 'required' or 'none'.")
 
 
 @dataclass

@@ -29,6 +29,7 @@ class GrammarConstraint:
     def __init__(self, compiled_grammar, max_rollback_tokens: int = 64):
         import xgrammar as xgr
 
+        self.max_rollback_tokens = max_rollback_tokens  # the loop drafts no longer blocks than it can undo
         self._matcher = xgr.GrammarMatcher(compiled_grammar, max_rollback_tokens=max_rollback_tokens)
         self._vocab_size = compiled_grammar.tokenizer_info.vocab_size
         self._bitmask = xgr.allocate_token_bitmask(1, self._vocab_size)

@@ -190,6 +190,9 @@ class AsymSpecEngine:
         verify = self._stream_for("verifier", verify_view)
         draft = self._stream_for("drafter", draft_view) if draft_view else None
         contrast_stream = self._stream_for("drafter", "comp") if contrast else None
+        for stream in (verify, draft, contrast_stream):
+            if stream is not None:
+                stream.start_call()  # stats count this call only; the cache carries over
         drafter_prompts = self._drafter_prompts(prompts, {s.view for s in (draft, contrast_stream) if s is not None})
         longest = len(prompts[verify_view])
         for stream in (draft, contrast_stream):
@@ -214,9 +217,7 @@ class AsymSpecEngine:
             model = self.verifier if role == "verifier" else self.drafter
             vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
             self._streams[key] = KVStream(model, role, view, vocab, self.kv_cache)
-        stream = self._streams[key]
-        stream.stats = type(stream.stats)(role, view)
-        return stream
+        return self._streams[key]
 
     def _prompts(self, full_ids, comp_ids, config: GenerationConfig) -> dict[str, list[int]]:
         if full_ids is None and comp_ids is None:

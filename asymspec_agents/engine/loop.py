@@ -96,7 +96,8 @@ class DecodingLoop:
 
     def _speculative_block(self) -> list[Commit]:
         cfg = self.config
-        block = self._draft_tokens(min(self.k, self.max_new_tokens - len(self.generated) - 1))
+        rollback_cap = getattr(self.constraint, "max_rollback_tokens", None) or self.k
+        block = self._draft_tokens(min(self.k, rollback_cap, self.max_new_tokens - len(self.generated) - 1))
         k = len(block)
         t_rows = self.verify.forward(self._unread(self.verify) + block.tokens, keep=k + 1)  # [k+1, vocab]
         b_rows = (self.contrast.forward(self._unread(self.contrast) + block.drafter_tokens, keep=k + 1)

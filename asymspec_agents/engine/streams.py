@@ -39,6 +39,10 @@ class KVStream:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def start_call(self) -> None:
+        """Fresh stats for a new call (the prefix cache stays)."""
+        self.stats = StreamStats(self.role, self.view)
+
     def sync(self, prompt: list[int], donors: list["KVStream"] = ()) -> None:
         """Make the cache hold `prompt[:-1]`; its last token is fed with the first block.
 
@@ -140,10 +144,20 @@ def _flop_constants(model) -> tuple[float, float, float]:
     embedding = model.get_input_embeddings().weight.numel()
     head = model.get_output_embeddings().weight.numel()
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
-    body = sum(p.numel() for p in model.parameters()) - embedding - (0 if tied else head)
+    body = _weight_count(model) - embedding - (0 if tied else head)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     attention = 4.0 * config.num_hidden_layers * config.num_attention_heads * head_dim
     return 2.0 * body, attention, 2.0 * head
+
+
+def _weight_count(model) -> int:
+    """Parameters, counting the packed weights of int8 (dynamically quantized) linear maps, which are none."""
+    total = sum(p.numel() for p in model.parameters())
+    for module in model.modules():
+        if type(module).__module__.startswith("torch.ao.nn.quantized") and callable(getattr(module, "weight", None)):
+            weight, bias = module.weight(), module.bias()
+            total += weight.numel() + (bias.numel() if bias is not None else 0)
+    return total
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

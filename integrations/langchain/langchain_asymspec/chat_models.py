@@ -10,9 +10,6 @@ There is one output path: `_stream`. `_generate` merges the same chunks, so `inv
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, Callable, Literal
@@ -29,8 +26,10 @@ from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import ConfigDict, Field, PrivateAttr, create_model, model_validator
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
+from asymspec_agents.aio import iterate_in_thread
 from asymspec_agents.chat import AsymSpecChat, ChatDelta
 from asymspec_agents.context import CompressionPolicy, DualViews
+from asymspec_agents.context.tools import check_tool_choice
 from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
 
@@ -144,7 +143,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         """The framework-neutral chat turn (loads the models on first use)."""
         if self._core is None:
             engine = self.engine if self.engine is not None else AsymSpecEngine.shared(self.verifier, self.drafter)
-            self._core = _shared_core(engine, self.compression)
+            self._core = AsymSpecChat.shared(engine, self.compression)
         return self._core
 
     def generation_config(self, stop: list[str] | None = None, **overrides: Any) -> GenerationConfig:
@@ -175,9 +174,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         no calls), a tool name (call that tool). parallel_tool_calls=False allows one call per reply."""
         formatted = to_tool_specs(tools)
         choice = to_tool_choice(tool_choice, formatted)
-        names = [tool["function"]["name"] for tool in formatted]
-        if choice not in (None, "auto", "any", "required", "none") and choice not in names:
-            raise InvalidInputError(f"tool_choice {choice!r} names no bound tool; bound tools: {', '.join(names)}.")
+        check_tool_choice(choice, [tool["function"]["name"] for tool in formatted])
         if parallel_tool_calls is not None:
             kwargs["parallel_tool_calls"] = parallel_tool_calls
         return super().bind(tools=formatted, tool_choice=choice, **kwargs)
@@ -234,7 +231,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
-        async for chunk in iterate_in_thread(self._chunks(messages, stop, kwargs)):
+        async for chunk in iterate_in_thread(lambda: self._chunks(messages, stop, kwargs)):
             if run_manager is not None:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -284,48 +281,3 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         return dict(messages=core_messages, tools=tools, tool_choice=tool_choice,
                     parallel_tool_calls=parallel, response_schema=response_format,
                     config=self.generation_config(stop, **kwargs))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# One AsymSpecChat (dual-view memory and grammar compiler) per engine and compression policy in the process.
-
-_cores: "weakref.WeakKeyDictionary[AsymSpecEngine, dict[str, AsymSpecChat]]" = weakref.WeakKeyDictionary()
-_cores_lock = threading.Lock()
-
-
-def _shared_core(engine: AsymSpecEngine, policy: CompressionPolicy | None) -> AsymSpecChat:
-    key = repr(policy or CompressionPolicy())
-    with _cores_lock:
-        per_engine = _cores.setdefault(engine, {})
-        if key not in per_engine:
-            per_engine[key] = AsymSpecChat(engine, policy=policy)
-        return per_engine[key]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Async: a sync iterator stepped in a worker thread
-
-
-_DONE = object()
-
-
-async def iterate_in_thread(iterator: Iterator) -> AsyncIterator:
-    """Yield from a blocking iterator without blocking the event loop: each `next` runs in the default executor.
-
-    Cancellation (or an abandoned async iterator) closes the iterator; a step already running in its thread
-    finishes first (the engine yields only between blocks), then the iterator is closed there."""
-    loop = asyncio.get_running_loop()
-    step: asyncio.Future | None = None
-    try:
-        while True:
-            step = loop.run_in_executor(None, next, iterator, _DONE)
-            item = await asyncio.shield(step)
-            step = None
-            if item is _DONE:
-                return
-            yield item
-    finally:
-        if step is not None and not step.done():
-            step.add_done_callback(lambda _: iterator.close())
-        else:
-            iterator.close()  # cheap: the generator only unwinds (releases the engine, crops nothing more)

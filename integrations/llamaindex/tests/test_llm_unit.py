@@ -11,7 +11,7 @@ from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.tools import FunctionTool
 from llama_index.llms.asymspec import AsymSpecLLM, AsymSpecQueryEngine
-from llama_index.llms.asymspec.base import to_core_messages, to_tool_spec
+from llama_index.llms.asymspec.messages import to_core_messages, to_tool_spec
 
 from asymspec_agents import AsymSpecEngine, InvalidInputError
 from asymspec_agents.context import AssistantMessage, SystemMessage, ToolResult, UserMessage

@@ -25,13 +25,15 @@ def test_llama_index_copy_of_the_encoding_is_used_when_no_cache_dir_is_set(tmp_p
     for name in [m for m in sys.modules if m == "llama_index" or m.startswith("llama_index.")]:
         monkeypatch.delitem(sys.modules, name)
     importlib.invalidate_caches()
-    tokens_module._point_tiktoken_at_llama_index()
-    assert os.environ["TIKTOKEN_CACHE_DIR"] == str(folder)
+    with tokens_module._tiktoken_cache_of_llama_index():
+        assert os.environ["TIKTOKEN_CACHE_DIR"] == str(folder)
+    assert "TIKTOKEN_CACHE_DIR" not in os.environ  # the process environment is restored after loading
 
 
 def test_a_set_cache_dir_is_left_alone(monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/somewhere/else")
-    tokens_module._point_tiktoken_at_llama_index()
+    with tokens_module._tiktoken_cache_of_llama_index():
+        assert os.environ["TIKTOKEN_CACHE_DIR"] == "/somewhere/else"
     assert os.environ["TIKTOKEN_CACHE_DIR"] == "/somewhere/else"
 
 

@@ -12,7 +12,7 @@ from asymspec_agents import AsymSpecEngine
 from asymspec_agents.errors import InvalidInputError
 from asymspec_agents.testing import tiny_random_pair
 from langchain_asymspec import ChatAsymSpec
-from langchain_asymspec.chat_models import iterate_in_thread
+from asymspec_agents.aio import iterate_in_thread
 
 
 def get_weather(city: Literal["Paris", "Rome", "Oslo"]) -> str:
@@ -201,7 +201,7 @@ async def test_iterate_in_thread_closes_the_iterator_when_abandoned():
         finally:
             closed.append(True)
 
-    stream = iterate_in_thread(numbers())
+    stream = iterate_in_thread(numbers)
     assert [await stream.__anext__() for _ in range(3)] == [0, 1, 2]
     await stream.aclose()
     assert closed == [True]

@@ -16,29 +16,29 @@ LlamaIndex `NodeWithScore`/`BaseNode`s): the drafter reads them whole, the verif
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import json
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Optional, Sequence, Union
 
 from llama_index.core.base.llms.types import (ChatMessage, ChatResponse, ChatResponseAsyncGen, ChatResponseGen,
                                               CompletionResponse, CompletionResponseAsyncGen, CompletionResponseGen,
-                                              ImageBlock, LLMMetadata, MessageRole, TextBlock, ThinkingBlock,
-                                              ToolCallBlock)
+                                              LLMMetadata, MessageRole, ToolCallBlock)
+from llama_index.core.base.llms.generic_utils import (achat_to_completion_decorator, astream_chat_to_completion_decorator,
+                                                     chat_to_completion_decorator, stream_chat_to_completion_decorator)
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, create_model
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
-from asymspec_agents.chat import AsymSpecChat, ChatReply
-from asymspec_agents.context import (AssistantMessage, ImageItem, Passage, SystemMessage, ToolCall, ToolResult,
-                                     ToolSpec, UserMessage)
+from asymspec_agents.aio import iterate_in_thread
+from asymspec_agents.chat import AsymSpecChat
+from asymspec_agents.context import UserMessage
 from asymspec_agents.context.tool_format import ParsedToolCall
 from asymspec_agents.engine.config import setting_fields
-from asymspec_agents.errors import InvalidInputError, InvalidMessageError
+from asymspec_agents.errors import InvalidInputError
+
+from .messages import assistant_message, to_chat_response, to_core_messages, to_tool_spec, tool_kwargs
 
 GENERATION_FIELDS = setting_fields()  # GenerationConfig's settings, declared as this LLM's fields
 ALIASES = {"max_tokens": "max_new_tokens"}  # LlamaIndex / OpenAI spelling -> GenerationConfig field
@@ -75,7 +75,8 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
             engine = AsymSpecEngine.shared(self.verifier, self.drafter)
         elif self.model_name is None:  # the names describe no model when an engine is passed in
             self.model_name = "asymspec:" + "+".join(_model_path(m) for m in (engine.verifier, engine.drafter) if m is not None)
-        self._chat = AsymSpecChat(engine, policy=policy, config=self.generation_config())
+        self.generation_config()  # raises ConfigError on out-of-range settings
+        self._chat = AsymSpecChat.shared(engine, policy)  # one memory and grammar compiler per engine and policy
 
     @classmethod
     def class_name(cls) -> str:
@@ -147,17 +148,15 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
         request = self._request(kwargs, core_messages)
         return self._stream_responses(core_messages, request)
 
+    # Completions are one-user-message chats (the prompt is always wrapped in the chat template; `formatted` is
+    # accepted and ignored), converted by llama-index's own helpers.
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        reply = self._chat.reply([UserMessage(prompt)], **self._request(kwargs))
-        response = to_chat_response(reply)
-        return CompletionResponse(text=reply.text, raw=response.raw, additional_kwargs=response.additional_kwargs)
+        return chat_to_completion_decorator(self.chat)(prompt, **kwargs)
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        responses = self._stream_responses([UserMessage(prompt)], self._request(kwargs))
-        return (CompletionResponse(text=r.message.content or "", delta=r.delta, raw=r.raw,
-                                   additional_kwargs=r.additional_kwargs) for r in responses)
+        return stream_chat_to_completion_decorator(self.stream_chat)(prompt, **kwargs)
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -176,15 +175,11 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return await asyncio.to_thread(self.complete, prompt, formatted, **kwargs)
+        return await achat_to_completion_decorator(self.achat)(prompt, **kwargs)
 
     @llm_completion_callback()
     async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
-        request = self._request(kwargs)
-        return iterate_in_thread(lambda: (
-            CompletionResponse(text=r.message.content or "", delta=r.delta, raw=r.raw,
-                               additional_kwargs=r.additional_kwargs)
-            for r in self._stream_responses([UserMessage(prompt)], request)))
+        return await astream_chat_to_completion_decorator(self.astream_chat)(prompt, **kwargs)
 
     # -----------------------------------------------------------------------------------------------------------
     # Tools
@@ -216,7 +211,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
         """The tool calls of a response, final or streamed (every streamed response holds the calls completed so
         far). Calls the model wrote but that do not parse are in `response.additional_kwargs["invalid_tool_calls"]`."""
         calls = [ToolSelection(tool_id=block.tool_call_id or "", tool_name=block.tool_name,
-                               tool_kwargs=_kwargs_dict(block.tool_kwargs))
+                               tool_kwargs=tool_kwargs(block.tool_kwargs))
                  for block in response.message.blocks if isinstance(block, ToolCallBlock)]
         if not calls and error_on_no_tool_call:
             invalid = response.additional_kwargs.get("invalid_tool_calls") or []
@@ -261,100 +256,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
             if isinstance(delta.tool_call, ParsedToolCall):
                 calls.append(delta.tool_call)
             if delta.text or isinstance(delta.tool_call, ParsedToolCall):
-                yield ChatResponse(message=_assistant_message("".join(text), calls), delta=delta.text)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# LlamaIndex -> core
-
-
-def to_core_messages(messages: Sequence[ChatMessage]) -> list:
-    """LlamaIndex chat messages as the core's message objects (validated later by the dual-view memory)."""
-    out: list = []
-    names: dict[str, str] = {}  # tool_call_id -> tool name, for tool messages that carry only the id
-    for index, message in enumerate(messages):
-        role = MessageRole(message.role) if not isinstance(message.role, MessageRole) else message.role
-        if role in (MessageRole.SYSTEM, MessageRole.DEVELOPER):
-            out.append(SystemMessage(_text(message, index)))
-        elif role == MessageRole.USER:
-            out.append(UserMessage(_text(message, index), passages=to_passages(message.additional_kwargs.get("passages")),
-                                   images=[_image(block) for block in message.blocks if isinstance(block, ImageBlock)]))
-        elif role in (MessageRole.ASSISTANT, MessageRole.CHATBOT, MessageRole.MODEL):
-            calls = _tool_calls(message)
-            names.update((call.id, call.name) for call in calls)
-            out.append(AssistantMessage(_text(message, index), tool_calls=calls))
-        elif role in (MessageRole.TOOL, MessageRole.FUNCTION):
-            call_id = message.additional_kwargs.get("tool_call_id") or ""
-            name = message.additional_kwargs.get("name") or names.get(call_id, "")
-            out.append(ToolResult(call_id, name, _text(message, index), bool(message.additional_kwargs.get("is_error"))))
-        else:
-            raise InvalidMessageError(f"Message {index} has role {role.value!r}, which AsymSpecLLM cannot render; use "
-                                      "system, user, assistant or tool.")
-    return out
-
-
-def to_tool_spec(tool: Any) -> ToolSpec:
-    """A LlamaIndex tool (anything with `.metadata: ToolMetadata`), a core ToolSpec, or an OpenAI-style dict."""
-    if isinstance(tool, (ToolSpec, dict)):
-        return tool if isinstance(tool, ToolSpec) else ToolSpec.from_dict(tool)
-    metadata = getattr(tool, "metadata", None)
-    if metadata is None or not hasattr(metadata, "get_parameters_dict"):
-        raise InvalidInputError(f"A tool is a {type(tool).__name__}; pass a LlamaIndex tool (FunctionTool, "
-                                "QueryEngineTool, ...), a ToolSpec or an OpenAI-style dict.")
-    return ToolSpec(metadata.get_name(), metadata.description or "", metadata.get_parameters_dict())
-
-
-def to_passages(items: Sequence[Any] | None) -> list[Passage]:
-    """Retrieved nodes (NodeWithScore or BaseNode), dicts or Passages as the core's Passages."""
-    passages = []
-    for item in items or ():
-        if isinstance(item, Passage):
-            passages.append(item)
-        elif isinstance(item, dict):
-            passages.append(Passage(**item))
-        elif hasattr(item, "node") and hasattr(item, "score"):  # NodeWithScore
-            passages.append(_node_passage(item.node, item.score))
-        elif hasattr(item, "get_content") and hasattr(item, "node_id"):  # BaseNode
-            passages.append(_node_passage(item, None))
-        else:
-            raise InvalidMessageError(f"A passage is a {type(item).__name__}; pass NodeWithScore, a node, a dict or "
-                                      "a Passage.")
-    return passages
-
-
-def _node_passage(node: Any, score: float | None) -> Passage:
-    metadata = getattr(node, "metadata", {}) or {}
-    source = next((str(metadata[key]) for key in ("source", "title", "file_name", "file_path") if metadata.get(key)), None)
-    return Passage(node.get_content(), source=source, id=node.node_id, score=score)
-
-
-def _text(message: ChatMessage, index: int) -> str:
-    parts = []
-    for block in message.blocks:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif not isinstance(block, (ToolCallBlock, ImageBlock, ThinkingBlock)):
-            raise InvalidMessageError(f"Message {index} holds a {type(block).__name__}, which AsymSpecLLM cannot "
-                                      "render; send text, images (user turns) or tool calls (assistant turns).")
-    return "\n".join(parts)
-
-
-def _image(block: ImageBlock) -> ImageItem:
-    source = block.image or block.path or block.url
-    if source is None:
-        raise InvalidMessageError("An ImageBlock holds no image, path or url.")
-    return ImageItem(source if isinstance(source, bytes) else str(source))
-
-
-def _tool_calls(message: ChatMessage) -> list[ToolCall]:
-    calls = [ToolCall(block.tool_call_id or "", block.tool_name, _kwargs_dict(block.tool_kwargs))
-             for block in message.blocks if isinstance(block, ToolCallBlock)]
-    if not calls:  # older integrations keep OpenAI-style dicts here
-        for call in message.additional_kwargs.get("tool_calls") or []:
-            call = call if isinstance(call, dict) else call.model_dump() if hasattr(call, "model_dump") else vars(call)
-            function = call.get("function", call)
-            calls.append(ToolCall(call.get("id") or "", function.get("name") or "", function.get("arguments") or {}))
-    return calls
+                yield ChatResponse(message=assistant_message("".join(text), calls), delta=delta.text)
 
 
 def _answers_the_user(messages: Sequence[Any]) -> bool:
@@ -364,85 +266,3 @@ def _answers_the_user(messages: Sequence[Any]) -> bool:
 
 def _model_path(model: Any) -> str:
     return getattr(model.config, "_name_or_path", "") or type(model).__name__
-
-
-def _kwargs_dict(kwargs: dict | str) -> dict:
-    if isinstance(kwargs, dict):
-        return kwargs
-    try:
-        value = json.loads(kwargs) if kwargs.strip() else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# core -> LlamaIndex
-
-
-def to_chat_response(reply: ChatReply, delta: str | None = None) -> ChatResponse:
-    """The final response: text and tool calls in the message, usage and speculation stats beside it."""
-    usage = {"prompt_tokens": reply.usage.input_tokens, "completion_tokens": reply.usage.output_tokens,
-             "total_tokens": reply.usage.total_tokens, "full_prompt_tokens": reply.usage.full_input_tokens}
-    stats = reply.stats.to_dict()
-    compression = reply.views.report.to_dict() if reply.views is not None else None
-    invalid = [{"name": c.name, "raw": c.raw, "error": c.error} for c in reply.invalid_tool_calls]
-    extra = {**usage, "asymspec_stats": stats, "compression": compression, "finish_reason": reply.finish_reason,
-             "invalid_tool_calls": invalid}
-    raw = {"usage": usage, "stats": stats, "finish_reason": reply.finish_reason, "raw_text": reply.raw_text}
-    return ChatResponse(message=_assistant_message(reply.text, reply.tool_calls), raw=raw, delta=delta,
-                        additional_kwargs=extra)
-
-
-def _assistant_message(text: str, calls: list[ParsedToolCall]) -> ChatMessage:
-    blocks: list = [TextBlock(text=text)] if text or not calls else []
-    blocks += [ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=c.arguments) for c in calls]
-    return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Async streaming: the engine's generator runs in a worker thread, the event loop only awaits a queue
-
-
-_DONE = object()
-
-
-def iterate_in_thread(make_iterator: Callable[[], Iterator[Any]]) -> AsyncIterator[Any]:
-    """An async generator over a blocking iterator that runs in a worker thread. Closing the async generator
-    early stops the worker at its next item and closes the blocking iterator (releasing the engine)."""
-
-    async def generate():
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-        stop = threading.Event()
-
-        def work():
-            iterator = make_iterator()
-            try:
-                for item in iterator:
-                    if stop.is_set():
-                        break
-                    loop.call_soon_threadsafe(queue.put_nowait, (item, None))
-            except BaseException as exc:  # handed to the consumer, raised there
-                loop.call_soon_threadsafe(queue.put_nowait, (_DONE, exc))
-                return
-            finally:
-                close = getattr(iterator, "close", None)
-                if close is not None:
-                    close()
-            loop.call_soon_threadsafe(queue.put_nowait, (_DONE, None))
-
-        worker = loop.run_in_executor(None, work)
-        try:
-            while True:
-                item, error = await queue.get()
-                if error is not None:
-                    raise error
-                if item is _DONE:
-                    break
-                yield item
-        finally:
-            stop.set()
-            await worker
-
-    return generate()

@@ -3,7 +3,7 @@
 A stock query engine packs retrieved nodes into one prompt string, so the model cannot tell passages from
 instructions and the verifier would read them whole. Here each node becomes a passage of the user turn: the
 drafter reads every node whole, the verifier a query-aware compressed form (BM25 selection by default, to the
-memory policy's `passage` budget), and AsymSpec decoding carries back what compression cut.
+compression policy's `passage` budget), and AsymSpec decoding carries back what compression cut.
 
     engine = AsymSpecQueryEngine.from_index(index, llm=AsymSpecLLM(), similarity_top_k=3)
     response = engine.query("What does the nonlocal statement do?")
@@ -24,7 +24,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from asymspec_agents.context import DualViews
 
-from .base import AsymSpecLLM, to_core_messages
+from .base import AsymSpecLLM
+from .messages import to_core_messages
 
 DEFAULT_SYSTEM_PROMPT = (
     "Answer the question using the documents in the user's message. Quote the relevant facts; if the documents "
