@@ -113,9 +113,9 @@ class ToolBudget(AgentMiddleware):
     """Force a tool call until `calls` were made since the last user message, then forbid tools and ask for the
     answer (sync and async agents alike)."""
 
-    def __init__(self, calls: int):
+    def __init__(self, calls: int, answer_prompt: str = ANSWER_NOW):
         super().__init__()
-        self.calls = calls
+        self.calls, self.answer_prompt = calls, answer_prompt
 
     def wrap_model_call(self, request, handler):
         return handler(self.choose(request))
@@ -131,7 +131,7 @@ class ToolBudget(AgentMiddleware):
             made += isinstance(message, ToolMessage)
         if made < self.calls:
             return request.override(tool_choice="any")
-        return request.override(tool_choice="none", messages=[*request.messages, HumanMessage(ANSWER_NOW)])
+        return request.override(tool_choice="none", messages=[*request.messages, HumanMessage(self.answer_prompt)])
 
 
 def build_agent(llm: ChatAsymSpec, tools: list, calls: int = 2, checkpointer=None):

@@ -190,6 +190,7 @@ def speculation_stats(reply: ChatReply) -> dict:
     stats = reply.stats
     return {
         "mode": stats.mode,
+        "acceptance": stats.acceptance,  # the rule: "ratio" (the paper's) or "fused"
         "acceptance_rate": round(stats.acceptance_rate, 4),
         "drafted": stats.drafted,
         "accepted": stats.accepted,
