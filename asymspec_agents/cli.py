@@ -17,6 +17,7 @@ BENCHMARKS = {
     "compression": ("compression", "compressors: ratio, speed, fact survival"),
     "precision": ("precision", "logit error per verification slot, KV dtypes"),
     "decisions": ("decisions", "decision-point scheduling on and off"),
+    "drafters": ("drafters", "a drafter's cost per token against its verifier"),
 }
 
 

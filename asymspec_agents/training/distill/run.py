@@ -21,7 +21,7 @@ DEV_SEED_OFFSET = 10_000  # dev examples come from another seed: no prompt is sh
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asymspec distill-drafter", description=__doc__)
     parser.add_argument("--verifier", default="bundled", help="the teacher (and the weights the student is cut from)")
-    parser.add_argument("--examples", type=int, default=1200, help="training prompts")
+    parser.add_argument("--examples", type=int, default=450, help="training prompts")
     parser.add_argument("--dev", type=int, default=60, help="held-out prompts for the report")
     parser.add_argument("--trunk", type=int, default=StudentSpec.trunk, help="first layers copied verbatim (frozen)")
     parser.add_argument("--top", type=int, nargs="+", default=list(StudentSpec.top),

@@ -31,8 +31,8 @@ LOSSES = ("full", "comp", "fuse")
 
 @dataclass
 class TrainConfig:
-    epochs: int = 4
-    lr: float = 3e-4
+    epochs: int = 3  # the defaults are the shipped bundled-small's recipe
+    lr: float = 1e-3
     accumulate: int = 4  # examples per optimizer step
     weights: tuple[float, float, float] = (1.0, 1.0, 1.0)  # full, comp, fuse
     context_weight: float = 3.0
