@@ -31,10 +31,10 @@ unit: install
 integration: install
 	$(PY) -m pytest -q tests/integration
 
-# A LangGraph agent on ChatAsymSpec (bundled model): two tool calls over Python's reference docs, then an answer,
-# with a table of per-step speculation stats.
+# The idea in one run: a LangGraph agent question whose answer lies deep in a long tool output, answered by the
+# verifier on its compressed memory, by AsymSpec with the distilled bundled-small drafter, and on everything.
 demo: install
-	$(PY) examples/langgraph_agent.py
+	$(PY) examples/demo.py
 
 bench: install
 	$(VENV)/bin/asymspec bench throughput

@@ -152,14 +152,16 @@ def step_rows(messages) -> list[dict]:
 
 
 def stats_table(rows: list[dict]) -> Table:
-    table = Table(title="ChatAsymSpec per-step speculation stats")
-    for column in ("step", "model output", "acceptance", "accepted/drafted", "decision pts (slot 0)",
-                   "full → comp input tok", "out tok", "s"):
-        table.add_column(column, justify="left" if column == "model output" else "right")
+    """One row per model call; fits an 80-column terminal (the step's text is cut to the room left)."""
+    table = Table(title="ChatAsymSpec per-step speculation stats", width=80)
+    for column, width in (("step", 4), ("model output", None), ("accepted", 9), ("dec (slot 0)", 12),
+                          ("in full→comp", 12), ("out", 3), ("s", 4)):
+        table.add_column(column, justify="left" if width is None else "right", no_wrap=True, overflow="ellipsis",
+                         min_width=width or 12, ratio=None if width else 1)
     for number, row in enumerate(rows, 1):
-        table.add_row(str(number), escape(row["did"]), f"{row['acceptance_rate']:.0%}", f"{row['accepted']}/{row['drafted']}",
+        table.add_row(str(number), escape(row["did"]), f"{row['acceptance_rate']:.0%} {row['accepted']}/{row['drafted']}",
                       f"{row['decision_points']} ({row['decision_points_at_slot0']})",
-                      f"{row['full_input_tokens']} → {row['compressed_input_tokens']}", str(row["output_tokens"]),
+                      f"{row['full_input_tokens']}→{row['compressed_input_tokens']}", str(row["output_tokens"]),
                       f"{row['wall_seconds']:.1f}")
     return table
 

@@ -47,9 +47,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def describe(model) -> dict:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    from ..engine.streams import _weight_count
+    from ..engine.streams import _weight_count, is_int8_linear
 
-    int8 = sum(m.weight().numel() for m in model.modules() if _is_quantized_module(m))
+    int8 = sum(m.weight().numel() for m in filter(is_int8_linear, model.modules()))
     return {"layers": config.num_hidden_layers, "weights": _weight_count(model),
             "weight_mb": ((_weight_count(model) - int8) * 4 + int8) / 2**20}
 
@@ -128,9 +128,7 @@ def plot(report: dict, path: str) -> None:
     plt.close(fig)
 
 
-def _is_quantized_module(module) -> bool:
-    return type(module).__module__.startswith("torch.ao.nn.quantized") and callable(getattr(module, "weight", None))
-
-
 def _is_quantized(model) -> bool:
-    return any(_is_quantized_module(m) for m in model.modules())
+    from ..engine.streams import is_int8_linear
+
+    return any(map(is_int8_linear, model.modules()))

@@ -153,11 +153,15 @@ def _flop_constants(model) -> tuple[float, float, float]:
 def _weight_count(model) -> int:
     """Parameters, counting the packed weights of int8 (dynamically quantized) linear maps, which are none."""
     total = sum(p.numel() for p in model.parameters())
-    for module in model.modules():
-        if type(module).__module__.startswith("torch.ao.nn.quantized") and callable(getattr(module, "weight", None)):
-            weight, bias = module.weight(), module.bias()
-            total += weight.numel() + (bias.numel() if bias is not None else 0)
+    for module in filter(is_int8_linear, model.modules()):
+        weight, bias = module.weight(), module.bias()
+        total += weight.numel() + (bias.numel() if bias is not None else 0)
     return total
+
+
+def is_int8_linear(module) -> bool:
+    """A linear map torch's dynamic quantization packed (its weight is a method returning the int8 tensor)."""
+    return type(module).__module__.startswith("torch.ao.nn.quantized") and callable(getattr(module, "weight", None))
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -13,11 +13,11 @@ pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 
 
-def run_example(name: str, *args: str) -> tuple[str, float]:
+def run_example(name: str, *args: str, timeout: int = 180) -> tuple[str, float]:
     started = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=180,
-                         env=env)
+    out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                         timeout=timeout, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout, time.perf_counter() - started
 
@@ -26,8 +26,21 @@ def test_langgraph_agent_example_prints_two_tool_calls_an_answer_and_the_stats_t
     stdout, seconds = run_example("langgraph_agent.py")
     assert stdout.count(" calls search_python_docs(") + stdout.count(" calls calculator(") == 2, stdout
     assert stdout.count(" returned ") == 2 and " answers: " in stdout
-    assert "ChatAsymSpec per-step speculation stats" in stdout and "decision pts (slot 0)" in stdout
+    assert "ChatAsymSpec per-step speculation stats" in stdout and "dec (slot 0)" in stdout
+    table = stdout[stdout.index("ChatAsymSpec per-step speculation stats"):]
+    assert max(len(line) for line in table.splitlines()) <= 80
     assert seconds < 180
+
+
+def test_demo_answers_one_question_four_ways_in_an_80_column_table():
+    stdout, _ = run_example("demo.py", timeout=300)
+    assert "One question, answered four ways" in stdout and "the planted code is " in stdout, stdout
+    code = stdout.split("the planted code is ")[1][:4]
+    for name in ("verifier alone", "AsymSpec, paper", "AsymSpec", "verifier, all"):
+        row = next(line for line in stdout.splitlines() if line.startswith(f"│ {name} "))
+        answer = stdout.split(f"{name}: ")[1].split("\n\n")[0]  # the whole answer, printed before the table
+        assert (" yes " in row) == (code in answer), (row, answer)  # the table says what the answer shows
+    assert max(len(line) for line in stdout.splitlines()) <= 80
 
 
 def test_tool_calling_workflow_example_prints_a_tool_call_its_result_and_a_structured_answer():
