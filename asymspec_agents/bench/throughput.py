@@ -16,7 +16,9 @@ from tqdm import tqdm
 
 from .common import RESULTS, markdown_table, median, pydoc_text, write_json
 
-SYSTEMS = ("hf_generate", "hf_assisted", "full", "symmetric_full", "asymmetric")
+# engine systems are "mode" or "mode rule"; "asymmetric ratio" keeps the paper's K = 2, the others take --k-max
+SYSTEMS = ("hf_generate", "hf_assisted", "full", "symmetric_full", "asymmetric ratio", "asymmetric fused")
+ENGINE_SYSTEMS = SYSTEMS[2:]
 KS = (1, 2, 4, 8, 16)
 LAST_ROW_SIZES = (2, 3)
 
@@ -33,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--k-max", type=int, default=16,
-                        help="longest draft block (transformers' assisted generation starts at 20)")
+                        help="longest draft block, except for 'asymmetric ratio' (the paper's K = 2); transformers' "
+                        "assisted generation starts at 20")
     parser.add_argument("--out", default=str(RESULTS / "throughput"), help="path prefix of the .json/.md/.png files")
     args = parser.parse_args(argv)
     from ..engine import AsymSpecEngine
@@ -106,7 +109,10 @@ def run_system(name: str, engine, prompt: list[int], comp: list[int], args) -> d
         ids = out[0, len(prompt):].tolist()
         return {"seconds": seconds, "tokens": len(ids), "token_ids": ids}
     engine.reset()  # every run pays its own prefill, as generate does
-    config = GenerationConfig(mode=name, max_new_tokens=args.new_tokens, k_max=args.k_max, decisions=None)
+    mode, _, rule = name.partition(" ")
+    k_max = None if rule == "ratio" else args.k_max
+    config = GenerationConfig(mode=mode, acceptance=rule or None, max_new_tokens=args.new_tokens, k_max=k_max,
+                              decisions=None)
     start = time.perf_counter()
     result = engine.generate(prompt, comp, config)
     seconds = time.perf_counter() - start
@@ -221,7 +227,7 @@ def plot(report: dict, path: str) -> None:
     left.set_ylabel("new tokens / s (median)")
     left.set_title("Decoding speed")
     left.legend(fontsize=8)
-    for name in ("full", "symmetric_full", "asymmetric"):
+    for name in ENGINE_SYSTEMS:
         right.plot(lengths, [e["systems"][name]["measured_over_ideal"] for e in report["lengths"]], marker="o", label=name)
     right.axhline(1.05, color="grey", linestyle="--", label="5% overhead")
     right.set_xscale("log")
