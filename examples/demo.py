@@ -41,8 +41,8 @@ SYSTEMS = {"verifier alone": dict(mode="compressed"), "AsymSpec, paper": dict(mo
            "AsymSpec": dict(mode="asymmetric", fuse_bonus=True), "verifier, all": dict(mode="full")}
 
 
-def incident_report(rng: random.Random, chars: int) -> tuple[str, str]:
-    """Real text with one planted fact at a random depth; returns (report, the code)."""
+def planted_document(rng: random.Random, chars: int) -> tuple[str, str]:
+    """Real text with one planted fact at a random depth; returns (document, the code)."""
     from pydoc_data.topics import topics
 
     sections = [" ".join(text.split()) for text in topics.values() if 600 < len(text) < 3000]
@@ -63,13 +63,13 @@ def main(argv=None) -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     args = parser.parse_args(argv)
     console = Console(width=80)
-    report, code = incident_report(random.Random(args.seed), args.chars)
+    report, code = planted_document(random.Random(args.seed), args.chars)
     engine = AsymSpecEngine.shared("bundled", "bundled-small")  # the first run assembles bundled-small (seconds)
     tokens = len(engine.tokenizer(report)["input_ids"])
     memory = CompressionPolicy(budgets={"passage": tokens // args.ratio}, compressors={"passage": "head_tail"})
     messages = [ChatMessage(role="system", content=SYSTEM),
                 ChatMessage(role="user", content=QUESTION,
-                            additional_kwargs={"passages": [{"text": report, "source": "incident report 7"}]})]
+                            additional_kwargs={"passages": [{"text": report, "source": "facility notes"}]})]
     console.print(f"[bold]Question:[/bold] {QUESTION}")
     console.print(f"The retrieved document has {tokens} tokens; the planted code is {code}; the verifier's memory "
                   f"keeps {tokens // args.ratio} of them (head and tail).\n")
