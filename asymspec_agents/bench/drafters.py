@@ -47,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def describe(model) -> dict:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    from ..engine.streams import _weight_count, is_int8_linear
+    from ..engine.streams import is_int8_linear, weight_count
 
+    weights = weight_count(model)
     int8 = sum(m.weight().numel() for m in filter(is_int8_linear, model.modules()))
-    return {"layers": config.num_hidden_layers, "weights": _weight_count(model),
-            "weight_mb": ((_weight_count(model) - int8) * 4 + int8) / 2**20}
+    return {"layers": config.num_hidden_layers, "weights": weights, "weight_mb": ((weights - int8) * 4 + int8) / 2**20}
 
 
 def measure(models: dict, context: list[int], repeats: int) -> dict:

@@ -2,7 +2,7 @@
 
 Some defaults depend on the mode and the acceptance rule: AsymSpec runs as its authors publish it (the `ratio`
 rule, γ = 0.5, K = 2, an unfused bonus: `configs/paper.yaml` of USTC-StarTeam/AsymSpec), while the symmetric modes
-keep exact verification. Such fields hold `None` until `resolved()` fills them from `MODE_DEFAULTS`, so that
+keep exact verification. Such fields hold `None` until `resolved()` fills them from the tables below, so that
 `replace(config, mode=...)` still gets the new mode's defaults.
 """
 
@@ -29,16 +29,11 @@ DIVERGENCES = ("jsd", "kl", "jsd_pos", "kl_vnorm", "kl_hbase")
 DELTA_SOURCES = ("contrast", "full_only", "scd")
 CHOICES = {"mode": tuple(MODES), "acceptance": ACCEPTANCE_RULES, "divergence": DIVERGENCES, "delta_source": DELTA_SOURCES}
 
-# (mode family, acceptance rule) -> defaults of the mode-dependent fields
+# Defaults of the mode-dependent fields: AsymSpec's per acceptance rule; every other mode decodes exactly.
 PAPER = dict(beta=1.0, gamma=0.5, k_max=2, adaptive_k=False, cda=True, fuse_bonus=False)
 OURS = dict(beta=1.0, gamma=1.0, k_max=8, adaptive_k=True, cda=True, fuse_bonus=True)
 EXACT = dict(beta=0.0, gamma=1.0, k_max=8, adaptive_k=True, cda=False, fuse_bonus=False)  # no δ, no gate
-MODE_DEFAULTS: dict[tuple[str, str], dict] = {
-    ("asymmetric", "ratio"): PAPER,
-    ("asymmetric", "fused"): OURS,
-    ("other", "fused"): EXACT,
-    ("other", "ratio"): EXACT,
-}
+ASYMMETRIC_DEFAULTS = {"ratio": PAPER, "fused": OURS}
 DEFAULT_ACCEPTANCE = {"asymmetric": "ratio"}  # every other mode: "fused" (with γ = 1: exact verification)
 MODE_DEPENDENT = ("acceptance",) + tuple(PAPER)
 
@@ -88,12 +83,13 @@ class GenerationConfig:
 
     def resolved(self) -> "GenerationConfig":
         """This config with every mode-dependent `None` replaced by its mode's default."""
-        missing = {name: None for name in MODE_DEPENDENT if getattr(self, name) is None}
+        missing = [name for name in MODE_DEPENDENT if getattr(self, name) is None]
         if not missing:
             return self
         acceptance = self.acceptance or DEFAULT_ACCEPTANCE.get(self.mode, "fused")
-        family = "asymmetric" if self.mode == "asymmetric" else "other"
-        defaults = {"acceptance": acceptance, **MODE_DEFAULTS.get((family, acceptance), EXACT)}
+        # an unknown rule falls back to EXACT here; validate() then names it
+        table = ASYMMETRIC_DEFAULTS.get(acceptance, EXACT) if self.mode == "asymmetric" else EXACT
+        defaults = {"acceptance": acceptance, **table}
         return replace(self, **{name: defaults[name] for name in missing})
 
     @property
@@ -133,7 +129,6 @@ class GenerationConfig:
 def _choice(name: str, value, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(f"Unknown {name} {value!r}; choose one of {', '.join(allowed)}.")
-
 
 
 def setting_fields(*, exclude: tuple[str, ...] = (), rename: dict[str, str] | None = None) -> dict[str, tuple]:

@@ -52,13 +52,14 @@ def kl(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
     return _kl(torch.log_softmax(full, dim=-1), torch.log_softmax(comp, dim=-1)).clamp(min=0.0)
 
 
-def gate_exponent(kind: str, full: torch.Tensor, comp: torch.Tensor, lam: float = 1.0) -> torch.Tensor:
+def gate_exponent(kind: str, full: torch.Tensor, comp: torch.Tensor, lam: float = 1.0,
+                  jsd_rows: torch.Tensor | None = None) -> torch.Tensor:
     """The exponent D of the CDA gate γ_eff = γ·exp(−D), per row (draft position 0, 1, …). `[n]`
 
     "jsd" λ·JSD (the paper's), "kl" λ·KL, "jsd_pos" JSD/(pos+1), "kl_vnorm" KL/log V, "kl_hbase" KL/H(p_S(·|comp));
-    the last three have no λ, as in the authors' sampler."""
+    the last three have no λ, as in the authors' sampler. `jsd_rows`: JSD(full, comp) if the caller has it."""
     if kind in ("jsd", "jsd_pos"):
-        divergence = jsd(full, comp)
+        divergence = jsd(full, comp) if jsd_rows is None else jsd_rows
         if kind == "jsd":
             return lam * divergence
         return divergence / torch.arange(1, len(divergence) + 1, dtype=divergence.dtype, device=divergence.device)

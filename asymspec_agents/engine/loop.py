@@ -184,8 +184,10 @@ class DecodingLoop:
         a = torch.stack(block.full_rows[:k])  # [k, drafter vocab]
         target, exponent = t_rows[:k], None
         if b_rows is not None:
-            fused = self._fuse(target, a, b_rows[:k], draft_ids)
-            exponent = fusion.gate_exponent(cfg.divergence, a, b_rows[:k], cfg.cda_lambda) if cfg.cda else None
+            divergence = fusion.jsd(a, b_rows[:k])  # recorded in the stats, and the paper's gate reads it too
+            fused = self._fuse(target, a, b_rows[:k], draft_ids, divergence)
+            exponent = (fusion.gate_exponent(cfg.divergence, a, b_rows[:k], cfg.cda_lambda, jsd_rows=divergence)
+                        if cfg.cda else None)
         else:
             fused = target
         if self.constraint is not None:
@@ -211,9 +213,10 @@ class DecodingLoop:
         self.stats.accepted_off_verifier_top += int((draft_ids[:n] != target[:n].argmax(dim=-1)).sum())
         return verification, n, self._entropy_cut(fused, n)
 
-    def _fuse(self, target: torch.Tensor, a: torch.Tensor, b: torch.Tensor, draft_ids: torch.Tensor) -> torch.Tensor:
+    def _fuse(self, target: torch.Tensor, a: torch.Tensor, b: torch.Tensor, draft_ids: torch.Tensor,
+              divergence: torch.Tensor) -> torch.Tensor:
         delta = self._delta(target, a, b)
-        self._record_fusion(None if delta is None else delta.gather(-1, draft_ids[:, None]).abs(), fusion.jsd(a, b))
+        self._record_fusion(None if delta is None else delta.gather(-1, draft_ids[:, None]).abs(), divergence)
         return target if delta is None else fusion.fuse(target, delta, self.config.beta)
 
     def _delta(self, target, a, b) -> torch.Tensor | None:

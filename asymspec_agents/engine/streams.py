@@ -144,13 +144,13 @@ def _flop_constants(model) -> tuple[float, float, float]:
     embedding = model.get_input_embeddings().weight.numel()
     head = model.get_output_embeddings().weight.numel()
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
-    body = _weight_count(model) - embedding - (0 if tied else head)
+    body = weight_count(model) - embedding - (0 if tied else head)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     attention = 4.0 * config.num_hidden_layers * config.num_attention_heads * head_dim
     return 2.0 * body, attention, 2.0 * head
 
 
-def _weight_count(model) -> int:
+def weight_count(model) -> int:
     """Parameters, counting the packed weights of int8 (dynamically quantized) linear maps, which are none."""
     total = sum(p.numel() for p in model.parameters())
     for module in filter(is_int8_linear, model.modules()):

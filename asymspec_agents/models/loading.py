@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 from copy import deepcopy
 from pathlib import Path
 
@@ -62,8 +63,6 @@ def quantized_copy(model):
     if next(model.parameters()).device.type != "cpu":
         raise ConfigError("int8 dynamic quantization runs on the CPU only; load the model on device='cpu'.")
     copy_ = deepcopy(model)
-    import warnings
-
     with warnings.catch_warnings():  # torch marks its quantized tensor constructors deprecated; they still run
         warnings.simplefilter("ignore")
         copy_.model.layers = quantize_dynamic(copy_.model.layers, {torch.nn.Linear}, dtype=torch.qint8)
@@ -171,15 +170,7 @@ def assembled_student_dir(folder: Path) -> Path:
                              "(extra.verifier); add it, e.g. \"bundled\".")
     print(f"asymspec: assembling the drafter {folder.name} once from {verifier_name} into {target}")
     verifier, tokenizer = load_model(verifier_name)
-    student = assemble_student(verifier, folder)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    student.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    try:
-        staging.rename(target)  # atomic, as for GGUF conversions
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
+    _save_atomically(assemble_student(verifier, folder), tokenizer, target)
     return target
 
 
@@ -194,7 +185,6 @@ def converted_gguf_dir(gguf_path: Path) -> Path:
     target = cache_root() / f"{gguf_path.stem}-{digest}"
     if (target / "config.json").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     print(f"asymspec: converting {gguf_path.name} once to {target} (about 20 s; later loads take well under a second)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -206,14 +196,21 @@ def converted_gguf_dir(gguf_path: Path) -> Path:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    _save_atomically(model, tokenizer, target)
+    return target
+
+
+def _save_atomically(model, tokenizer, target: Path) -> None:
+    """Save a model folder to `target` through a staging folder renamed at the end: a concurrent writer either
+    wins or finds the finished folder, and no reader ever sees half of one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     try:
-        staging.rename(target)  # atomic: a concurrent converter either wins or finds the finished folder
+        staging.rename(target)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def _load_folder(folder: str, gguf_file: str | None, dtype: torch.dtype, device: str):

@@ -1,6 +1,6 @@
 """`asymspec distill-drafter`: a cheaper drafter distilled from the verifier's own layers (docs/design.md §8).
 
-    asymspec distill-drafter --verifier bundled --examples 1200 --epochs 4 --out runs/small
+    asymspec distill-drafter --verifier bundled --out runs/small   # the shipped bundled-small's recipe
 
 1. build chat prompts from the standard library's docstrings (`examples.py`), each with a compressed view;
 2. let the verifier answer them and record its log-probabilities on both views (`teacher.py`, resumable shards);

@@ -36,9 +36,6 @@ class Example:
     policy: CompressionPolicy  # how this example's compressed view is made
     query: str | None = None  # for query-aware compressors
 
-    def render(self, context_cls, tokenizer):
-        return context_cls(tokenizer, self.policy).render(self.messages, query=self.query)
-
 
 @lru_cache(maxsize=1)
 def stdlib_paragraphs(min_chars: int = 200, max_chars: int = 1200) -> tuple[str, ...]:

@@ -77,7 +77,8 @@ def _greedy_reply(model, prompt: list[int], max_new_tokens: int, eos: list[int])
 
 def _record(verifier, example: Example, comp: list[int], full: list[int], reply: list[int], full_rows: torch.Tensor,
             size: int) -> TeacherRecord:
-    rows = {"full": full_rows, "comp": _reply_log_probs(verifier, comp, reply)}
+    with torch.inference_mode():
+        rows = {"full": full_rows, "comp": reply_log_probs(verifier, comp, reply)}
     # the candidates: the tokens most likely under either view, the reply's own token first
     score = torch.maximum(rows["full"], rows["comp"])
     score.scatter_(-1, torch.tensor(reply)[:, None], float("inf"))
@@ -86,8 +87,8 @@ def _record(verifier, example: Example, comp: list[int], full: list[int], reply:
     return TeacherRecord(example.kind, example.answer, full, comp, reply, candidates.int(), pick("full"), pick("comp"))
 
 
-def _reply_log_probs(model, prompt: list[int], reply: list[int]) -> torch.Tensor:
-    """log p(· | prompt + reply[:i]) for every reply position i. `[len(reply), vocab]`"""
-    with torch.inference_mode():
-        logits = model(input_ids=torch.tensor([prompt + reply[:-1]]), use_cache=False, logits_to_keep=len(reply)).logits
+def reply_log_probs(model, prompt: list[int], reply: list[int]) -> torch.Tensor:
+    """log p(· | prompt + reply[:i]) for every reply position i, in one forward (the teacher's compressed view, the
+    student's two views in training: gradients flow unless the caller turns them off). `[len(reply), vocab]`"""
+    logits = model(input_ids=torch.tensor([prompt + reply[:-1]]), use_cache=False, logits_to_keep=len(reply)).logits
     return torch.log_softmax(logits[0].float(), dim=-1)

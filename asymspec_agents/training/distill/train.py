@@ -24,7 +24,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ...models.students import DELTA_FILE, SPEC_FILE, StudentSpec, layer_subset
-from .teacher import TeacherRecord
+from .teacher import TeacherRecord, reply_log_probs
 
 LOSSES = ("full", "comp", "fuse")
 
@@ -90,8 +90,8 @@ def delta_of(student, spec: StudentSpec) -> dict[str, torch.Tensor]:
 
 def losses(student, record: TeacherRecord, weights, context_weight: float) -> dict[str, torch.Tensor]:
     cand = record.candidates.long()
-    a = _view_log_probs(student, record.full, record.reply).gather(-1, cand)
-    b = _view_log_probs(student, record.comp, record.reply).gather(-1, cand)
+    a = reply_log_probs(student, record.full, record.reply).gather(-1, cand)
+    b = reply_log_probs(student, record.comp, record.reply).gather(-1, cand)
     t_full = torch.log_softmax(record.lp_full.float(), -1)
     t_comp = torch.log_softmax(record.lp_comp.float(), -1)
     weight = 1.0 + (context_weight - 1.0) * (t_full.argmax(-1) != t_comp.argmax(-1)).float()  # [n]
@@ -107,12 +107,12 @@ def evaluate(student, records: list[TeacherRecord]) -> dict:
     """Teacher-forced agreement on held-out records: the student's top token on the full view, the fused emission
     argmax(log p_T(comp) + a − b) against the teacher's full-view token, and that on the positions where the
     teacher's two views disagree (where context matters)."""
-    counts = dict(positions=0, top1=0, fused=0, context=0, context_fused=0, context_floor=0)
+    counts = dict(positions=0, top1=0, fused=0, context=0, context_fused=0)
     with torch.no_grad():
         for r in records:
             cand = r.candidates.long()
-            a = _view_log_probs(student, r.full, r.reply).gather(-1, cand)
-            b = _view_log_probs(student, r.comp, r.reply).gather(-1, cand)
+            a = reply_log_probs(student, r.full, r.reply).gather(-1, cand)
+            b = reply_log_probs(student, r.comp, r.reply).gather(-1, cand)
             t_full, t_comp = r.lp_full.float(), r.lp_comp.float()
             target = t_full.argmax(-1)
             fused = (t_comp + a - b).argmax(-1) == target
@@ -141,13 +141,13 @@ def train(verifier, spec: StudentSpec, train_records: list[TeacherRecord], dev_r
     params = [p for p in student.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     checkpoint = out_dir / "checkpoint.pt"
-    history = {"steps": [], "dev": [{"epoch": 0, **evaluate(student, dev_records)}]}
-    first_epoch = 0
-    if checkpoint.is_file():
+    if checkpoint.is_file():  # resume: the history (its epoch-0 scores included) comes with the checkpoint
         state = torch.load(checkpoint, weights_only=False)
         student.load_state_dict(state["student"], strict=False)
         optimizer.load_state_dict(state["optimizer"])
         history, first_epoch = state["history"], state["epoch"]
+    else:
+        history, first_epoch = {"steps": [], "dev": [{"epoch": 0, **evaluate(student, dev_records)}]}, 0
     total = config.epochs * len(train_records)
     bar = tqdm(total=total, initial=first_epoch * len(train_records), desc="distill", unit="example",
                disable=not progress)
@@ -182,11 +182,6 @@ def train(verifier, spec: StudentSpec, train_records: list[TeacherRecord], dev_r
     (out_dir / SPEC_FILE).write_text(spec.to_json())
     history["config"] = asdict(config)
     return history
-
-
-def _view_log_probs(student, prompt: list[int], reply: list[int]) -> torch.Tensor:
-    logits = student(input_ids=torch.tensor([prompt + reply[:-1]]), use_cache=False, logits_to_keep=len(reply)).logits
-    return torch.log_softmax(logits[0].float(), dim=-1)
 
 
 def _kl(target: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
