@@ -18,6 +18,7 @@ from .config import MODES, GenerationConfig
 from .constraints import TokenConstraint
 from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
+from .pool import DEFAULT_KV_BUDGET, CachePool, StreamSet
 from .stats import GenerationStats
 from .streams import KVStream
 from .text import IncrementalDecoder, StopMatcher
@@ -46,12 +47,17 @@ class AsymSpecEngine:
 
     When the drafter's tokenizer differs from the verifier's (another model family), a `VocabularyBridge` maps
     between them; token ids passed in and returned are always the verifier's.
-    One call runs at a time per engine (calls are serialized by a lock); the caches follow the latest call.
+    Any number of threads may call one engine. Each conversation keeps its own set of KV streams in a pool
+    (pool.py: a call continues the set of its conversation, or branches from the longest shared prefix; least
+    recently used sets go when the pool exceeds `kv_budget` bytes). Calls of different sets interleave block by
+    block under one compute lock: a CPU forward already uses every core, so running two at once only adds
+    contention, while interleaving keeps a short reply from waiting for a long one. Results equal serial calls.
     """
 
     def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",
-                 bridge_vocabularies: bool = True):
+                 bridge_vocabularies: bool = True, kv_budget: int = DEFAULT_KV_BUDGET):
         """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py).
+        `kv_budget`: bytes of keys and values the cache pool keeps between calls (default 4 GiB).
         `drafter_tokenizer`: the drafter's own tokenizer when it is not the verifier's; if the two vocabularies
         differ they are bridged (`bridge_vocabularies=False` refuses such a pair instead)."""
         if tokenizer is None:
@@ -76,13 +82,15 @@ class AsymSpecEngine:
         if kv_cache not in PRECISIONS:
             raise ConfigError(f"kv_cache must be one of {', '.join(PRECISIONS)}, got {kv_cache!r}.")
         self.kv_cache = kv_cache
-        self._streams: dict[tuple[str, str], KVStream] = {}
-        self._lock = threading.Lock()
+        if kv_budget < 0:
+            raise ConfigError(f"kv_budget is a number of bytes >= 0, got {kv_budget!r}.")
+        self.pool = CachePool(self._new_stream, kv_budget)
+        self._compute = threading.Lock()  # one forward (one block) at a time, whichever conversation it serves
 
     @classmethod
     def from_pretrained(cls, verifier: str = "bundled", drafter: str | None = None, *,
                         dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
-                        drafter_adapter: str | None = None) -> "AsymSpecEngine":
+                        drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET) -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct) or "bundled-gemma"
         (Gemma-3-270M base). `drafter=None` allows only `full`/`compressed`, except for a pair name:
         `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
@@ -93,18 +101,21 @@ class AsymSpecEngine:
         drafter_model = drafter_tokenizer = None
         if drafter is not None:
             drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device, adapter=drafter_adapter)
-        return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer, kv_cache=kv_cache)
+        return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer, kv_cache=kv_cache,
+                   kv_budget=kv_budget)
 
     @classmethod
     def shared(cls, verifier: str = "bundled", drafter: str | None = None, *,
-               dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32") -> "AsymSpecEngine":
-        """One engine per (verifier, drafter, dtype, device) in this process: chat models built with the same
-        names share its models and caches instead of loading them again."""
+               dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
+               kv_budget: int = DEFAULT_KV_BUDGET) -> "AsymSpecEngine":
+        """One engine per (verifier, drafter, dtype, device, KV settings) in this process: chat models built with
+        the same names share its models and cache pool instead of loading them again."""
         verifier, drafter = resolve_pair(verifier, drafter)
-        key = (str(verifier), None if drafter is None else str(drafter), dtype, device, kv_cache)
+        key = (str(verifier), None if drafter is None else str(drafter), dtype, device, kv_cache, kv_budget)
         with _shared_lock:
             if key not in _shared:
-                _shared[key] = cls.from_pretrained(verifier, drafter, dtype=dtype, device=device, kv_cache=kv_cache)
+                _shared[key] = cls.from_pretrained(verifier, drafter, dtype=dtype, device=device, kv_cache=kv_cache,
+                                                   kv_budget=kv_budget)
             return _shared[key]
 
     def generate(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
@@ -135,34 +146,43 @@ class AsymSpecEngine:
         config = GenerationConfig(decisions=None)
         prompts = self._prompts(full_ids, comp_ids, config)
         drafter_prompts = self._drafter_prompts(prompts, {"full", "comp"})
-        with self._lock:
+        used = {("verifier", view) for view in prompts} | ({("drafter", v) for v in prompts} if self.drafter else set())
+        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used) as (streams, _), self._compute:
             for view in ("full", "comp"):
-                verifier = self._stream_for("verifier", view)
+                verifier = streams.stream("verifier", view)
                 verifier.sync(prompts[view])
                 if self.drafter is not None:
-                    self._stream_for("drafter", view).sync(drafter_prompts[view], donors=[verifier])
+                    streams.stream("drafter", view).sync(drafter_prompts[view], donors=[verifier])
 
     def reset(self) -> None:
-        """Forget every cached prefix."""
-        with self._lock:
-            self._streams.clear()
+        """Forget every cached prefix (a call in progress keeps its caches until it ends)."""
+        self.pool.clear()
 
     # -------------------------------------------------------------------------------------------------------
 
     def _stream(self, prompts: dict[str, list[int]], config: GenerationConfig,
                 constraint: TokenConstraint | None) -> Iterator[StreamChunk]:
-        with self._lock:
+        draft_view, verify_view, contrast = self._check_mode(config)
+        drafter_views = {v for v in (draft_view, "comp" if contrast else None) if v}
+        drafter_prompts = self._drafter_prompts(prompts, drafter_views)
+        used = {("verifier", verify_view)} | {("drafter", view) for view in drafter_views}
+        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used) as (streams, how):
             started = time.perf_counter()
-            loop = self._loop(prompts, config, constraint)
+            loop = self._loop(streams, prompts, drafter_prompts, config, constraint)
+            loop.stats.cache = how
             decoder = IncrementalDecoder(self.tokenizer)
             stops = StopMatcher(config.stop)
             finish = None
             blocks = loop.run()
             try:
-                for tokens in blocks:
-                    ended = loop.finish_reason is not None
-                    visible = tokens[:-1] if tokens and tokens[-1] in self.eos_token_ids else tokens
-                    text, hit = stops.push(decoder.push(visible) + (decoder.flush() if ended else ""))
+                while True:
+                    with self._compute:  # one block of this call; other conversations' blocks run in between
+                        tokens = next(blocks, None)
+                        if tokens is None:
+                            break
+                        ended = loop.finish_reason is not None
+                        visible = tokens[:-1] if tokens and tokens[-1] in self.eos_token_ids else tokens
+                        text, hit = stops.push(decoder.push(visible) + (decoder.flush() if ended else ""))
                     if hit:
                         finish = "stop"
                         yield StreamChunk(text, tokens)
@@ -172,28 +192,32 @@ class AsymSpecEngine:
                     if text or tokens:
                         yield StreamChunk(text, tokens)
             finally:
-                blocks.close()
+                with self._compute:
+                    blocks.close()
             stats = loop.stats
             stats.streams = {s.name: s.stats for s in loop.streams}
             stats.wall_seconds = time.perf_counter() - started
-            yield StreamChunk("", [], finish or loop.finish_reason, stats)
+        yield StreamChunk("", [], finish or loop.finish_reason, stats)
 
-    def _loop(self, prompts: dict[str, list[int]], config: GenerationConfig,
-              constraint: TokenConstraint | None) -> DecodingLoop:
+    def _check_mode(self, config: GenerationConfig) -> tuple[str | None, str, bool]:
         draft_view, verify_view, contrast = MODES[config.mode]
         if draft_view and self.drafter is None:
             raise ConfigError(f"Mode {config.mode!r} needs a drafter; build the engine with one, or use mode 'full'/'compressed'.")
         if contrast and self.bridge is not None and config.delta_source == "scd":
             raise ConfigError("delta_source='scd' (t − b) subtracts the drafter's log-probabilities from the verifier's, "
                               "which needs one vocabulary; this pair is bridged: use 'contrast' or 'full_only'.")
+        return draft_view, verify_view, contrast
+
+    def _loop(self, streams: StreamSet, prompts: dict[str, list[int]], drafter_prompts: dict[str, list[int]],
+              config: GenerationConfig, constraint: TokenConstraint | None) -> DecodingLoop:
+        draft_view, verify_view, contrast = MODES[config.mode]
         stats = GenerationStats(config.mode, len(prompts["full"]), len(prompts["comp"]))
-        verify = self._stream_for("verifier", verify_view)
-        draft = self._stream_for("drafter", draft_view) if draft_view else None
-        contrast_stream = self._stream_for("drafter", "comp") if contrast else None
+        verify = streams.stream("verifier", verify_view)
+        draft = streams.stream("drafter", draft_view) if draft_view else None
+        contrast_stream = streams.stream("drafter", "comp") if contrast else None
         for stream in (verify, draft, contrast_stream):
             if stream is not None:
                 stream.start_call()  # stats count this call only; the cache carries over
-        drafter_prompts = self._drafter_prompts(prompts, {s.view for s in (draft, contrast_stream) if s is not None})
         longest = len(prompts[verify_view])
         for stream in (draft, contrast_stream):
             if stream is not None:
@@ -204,6 +228,14 @@ class AsymSpecEngine:
                             constraint=constraint, bridge=self.bridge if draft_view else None,
                             drafter_prompts=drafter_prompts)
 
+    def _keyed(self, prompts: dict[str, list[int]], drafter_prompts: dict[str, list[int]]):
+        """Every stream's prompt this call knows, for the pool to match: the verifier's views, the drafter's
+        (across a bridge only the views it re-encoded)."""
+        keyed = {("verifier", view): ids for view, ids in prompts.items()}
+        if self.drafter is not None:
+            keyed.update({("drafter", view): ids for view, ids in drafter_prompts.items()})
+        return keyed
+
     def _drafter_prompts(self, prompts: dict[str, list[int]], views: set[str]) -> dict[str, list[int]]:
         """The drafter's views in its own tokens: the same ids, or (across a vocabulary bridge) the text of just
         the views it reads, re-encoded."""
@@ -211,13 +243,10 @@ class AsymSpecEngine:
             return prompts
         return {view: self.bridge.drafter_prompt(prompts[view]) for view in views}
 
-    def _stream_for(self, role: str, view: str) -> KVStream:
-        key = (role, view)
-        if key not in self._streams:
-            model = self.verifier if role == "verifier" else self.drafter
-            vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
-            self._streams[key] = KVStream(model, role, view, vocab, self.kv_cache)
-        return self._streams[key]
+    def _new_stream(self, role: str, view: str) -> KVStream:
+        model = self.verifier if role == "verifier" else self.drafter
+        vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
+        return KVStream(model, role, view, vocab, self.kv_cache)
 
     def _prompts(self, full_ids, comp_ids, config: GenerationConfig) -> dict[str, list[int]]:
         if full_ids is None and comp_ids is None:

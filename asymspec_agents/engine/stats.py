@@ -56,6 +56,7 @@ class GenerationStats:
     jsd_max: float = 0.0
     fused_positions: int = 0
     streams: dict[str, StreamStats] = field(default_factory=dict)
+    cache: str = ""  # how the cache pool served the call: "continued", "branched" or "fresh" (pool.py)
     wall_seconds: float = 0.0
 
     @property

@@ -49,10 +49,10 @@ class KVStream:
         `donors`: streams of the same model already holding part of this prompt (an identical drafter and verifier
         read the same view); their keys and values are copied instead of computed again."""
         target = prompt[:-1]
-        keep = _common_prefix(self.ids, target)
+        keep = common_prefix(self.ids, target)
         self.rollback(keep)
         for donor in (d for d in donors if d.model is self.model):
-            reach = _common_prefix(donor.ids, target)
+            reach = common_prefix(donor.ids, target)
             if reach > keep and self._copy_from(donor, keep, reach):
                 keep = reach
         self.stats.reused_tokens += keep
@@ -67,6 +67,14 @@ class KVStream:
         model's forward, and on CPU it costs twice as much for two rows as for one."""
         keep = len(tokens) if keep is None else min(keep, len(tokens))
         return self._forward(tokens, keep_logits=keep, prefill=False)
+
+    def copy_prefix(self, donor: "KVStream", length: int) -> None:
+        """Start an empty stream from the donor's first `length` cached tokens (same model; plain float caches
+        only, otherwise the stream stays empty and prefills)."""
+        if self.ids or donor.model is not self.model:
+            raise RuntimeError(f"copy_prefix needs an empty {self.name} stream of the donor's model")
+        if length > 0:
+            self._copy_from(donor, 0, length)
 
     def rollback(self, length: int) -> None:
         drop = len(self.ids) - length
@@ -164,7 +172,7 @@ def is_int8_linear(module) -> bool:
     return type(module).__module__.startswith("torch.ao.nn.quantized") and callable(getattr(module, "weight", None))
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:

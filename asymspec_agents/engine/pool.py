@@ -1,0 +1,179 @@
+"""A pool of KV stream sets: one set per live conversation, so conversations that alternate keep their caches.
+
+A call names the prompt each stream would read. The pool hands it the set that *continues* (some stream of the
+set held exactly this prompt's beginning at its last call: the same conversation, one step later), and the
+longest-matching one among those. A call that continues no set *branches*: a new set starts from a copy of the
+longest prefix any set shares with it (a common system prompt and tools block, a fan-out's shared history) and
+prefills the rest. After each call the least recently used idle sets are evicted while the pool holds more KV
+bytes than its budget.
+
+A set serves one call at a time; a call continuing a busy set waits for it, then chooses again (the set has
+moved on by one reply: parallel branches of one history end up in sets of their own). Two streams of one
+conversation consumed in turn by one thread would therefore wait for each other: consume them one after another. The engine decodes the sets' calls one block at a time under one compute lock (engine.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .streams import KVStream, common_prefix
+
+StreamKey = tuple[str, str]  # (role, view)
+
+DEFAULT_KV_BUDGET = 4 << 30  # bytes of keys and values the pool keeps between calls (one SmolLM2 token: 46 KB a stream)
+
+CONTINUED, BRANCHED, FRESH = "continued", "branched", "fresh"
+
+
+@dataclass
+class PoolStats:
+    calls: int = 0
+    continued: int = 0  # calls served by the set of their own conversation (a cache hit)
+    branched: int = 0  # calls that started a set from another set's shared prefix
+    fresh: int = 0  # calls that shared nothing with any set
+    evictions: int = 0
+    sets: int = 0
+    kv_bytes: int = 0
+    budget_bytes: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.continued / self.calls if self.calls else 0.0
+
+
+class StreamSet:
+    """The KV streams of one conversation, and the prompt length each held at its last call."""
+
+    _ids = itertools.count()
+
+    def __init__(self, make_stream: Callable[[str, str], KVStream]):
+        self.id = next(self._ids)
+        self.streams: dict[StreamKey, KVStream] = {}
+        # prompt tokens of the last call that read the stream (unknown: all it holds, e.g. a copied prefix)
+        self.anchors: dict[StreamKey, int] = {}
+        self.busy = False
+        self.last_used = 0
+        self._make_stream = make_stream
+
+    def stream(self, role: str, view: str) -> KVStream:
+        key = (role, view)
+        if key not in self.streams:
+            self.streams[key] = self._make_stream(role, view)
+        return self.streams[key]
+
+    def kv_bytes(self) -> int:
+        return sum(kv_bytes(stream) for stream in self.streams.values())
+
+    def match(self, prompts: dict[StreamKey, list[int]]) -> tuple[int, bool]:
+        """(cached prompt tokens this call could reuse, whether the call continues this set's conversation)."""
+        reach, continues = 0, False
+        for key, prompt in prompts.items():
+            stream = self.streams.get(key)
+            if stream is None or not stream.ids:
+                continue
+            shared = common_prefix(stream.ids, prompt[:-1])
+            reach += shared
+            continues |= shared > 0 and shared >= self.anchors.get(key, len(stream.ids))
+        return reach, continues
+
+
+class CachePool:
+    def __init__(self, make_stream: Callable[[str, str], KVStream], budget_bytes: int = DEFAULT_KV_BUDGET):
+        self._make_stream = make_stream
+        self.budget_bytes = int(budget_bytes)
+        self._sets: list[StreamSet] = []
+        self._changed = threading.Condition()
+        self._clock = itertools.count(1)
+        self._stats = PoolStats(budget_bytes=self.budget_bytes)
+
+    @contextmanager
+    def acquire(self, prompts: dict[StreamKey, list[int]], used: set[StreamKey]) -> Iterator[tuple[StreamSet, str]]:
+        """The set this call should use, held for the call, and how it was found (CONTINUED, BRANCHED, FRESH).
+
+        `prompts`: (role, view) -> the prompt ids that stream would read, for every stream whose prompt is known;
+        `used`: the streams the call reads (a branch copies only theirs)."""
+        chosen, how = self._choose(prompts, used)
+        try:
+            yield chosen, how
+        finally:
+            with self._changed:
+                for key in used:
+                    stream, prompt = chosen.streams.get(key), prompts[key]
+                    if stream is not None and common_prefix(stream.ids, prompt[:-1]) == len(prompt) - 1:
+                        chosen.anchors[key] = len(prompt) - 1
+                chosen.busy = False
+                chosen.last_used = next(self._clock)
+                self._evict(keep=chosen)
+                self._changed.notify_all()
+
+    def clear(self) -> None:
+        """Forget every idle set; a set in use is dropped when its call ends."""
+        with self._changed:
+            self._sets = [s for s in self._sets if s.busy]
+            for s in self._sets:
+                s.last_used = -1  # first to go once idle
+            self._evict()
+
+    @property
+    def stats(self) -> PoolStats:
+        with self._changed:
+            self._stats.sets = len(self._sets)
+            self._stats.kv_bytes = sum(s.kv_bytes() for s in self._sets)
+            return PoolStats(**vars(self._stats))
+
+    def _choose(self, prompts: dict[StreamKey, list[int]], used: set[StreamKey]) -> tuple[StreamSet, str]:
+        with self._changed:
+            while True:
+                scored = [(s, *s.match(prompts)) for s in self._sets]
+                continuing = [(reach, s) for s, reach, continues in scored if continues]
+                if continuing:
+                    _, best = max(continuing, key=lambda pair: (pair[0], pair[1].last_used))
+                    if best.busy:  # its conversation is mid-call: once it ends, this call may branch off it
+                        self._changed.wait()
+                        continue
+                    best.busy, how = True, CONTINUED
+                    break
+                # a busy set's caches are being written: copy from idle ones only (never wait for a prefix)
+                donors = [(reach, s) for s, reach, _ in scored if reach > 0 and not s.busy]
+                donor = max(donors, key=lambda pair: (pair[0], pair[1].last_used))[1] if donors else None
+                best = StreamSet(self._make_stream)
+                best.busy = True
+                if donor is not None:
+                    for role, view in used:
+                        source = donor.streams.get((role, view))
+                        if source is not None:
+                            shared = common_prefix(source.ids, prompts[role, view][:-1])
+                            best.stream(role, view).copy_prefix(source, shared)
+                how = BRANCHED if donor is not None else FRESH
+                self._sets.append(best)
+                break
+            self._stats.calls += 1
+            setattr(self._stats, how, getattr(self._stats, how) + 1)
+            return best, how
+
+    def _evict(self, keep: StreamSet | None = None) -> None:
+        """Drop least recently used idle sets while the pool is over budget (the set just used stays)."""
+        total = sum(s.kv_bytes() for s in self._sets)
+        for victim in sorted((s for s in self._sets if not s.busy and s is not keep), key=lambda s: s.last_used):
+            if total <= self.budget_bytes:
+                break
+            total -= victim.kv_bytes()
+            self._sets.remove(victim)
+            self._stats.evictions += 1
+
+
+def kv_bytes(stream: KVStream) -> int:
+    """Bytes of keys, values (and int8 scales) a stream's cache holds."""
+    if stream.cache is None:
+        return 0
+    total = 0
+    for layer in stream.cache.layers:
+        for name in ("keys", "values", "key_scales", "value_scales"):
+            tensor = getattr(layer, name, None)
+            if tensor is not None and hasattr(tensor, "element_size"):
+                total += tensor.numel() * tensor.element_size()
+    return total
