@@ -45,6 +45,28 @@ class ChatReply:
     views: DualViews | None = None
     token_ids: list[int] = field(default_factory=list)  # the generated tokens
 
+    def summary(self) -> dict:
+        """What AsymSpec did for this reply, as plain numbers: what integrations and the server attach to it."""
+        stats = self.stats
+        return {
+            "mode": stats.mode,
+            "acceptance": stats.acceptance,  # the rule: "ratio" (the paper's) or "fused"
+            "acceptance_rate": round(stats.acceptance_rate, 4),
+            "drafted": stats.drafted,
+            "accepted": stats.accepted,
+            "blocks": stats.blocks,
+            "new_tokens": stats.new_tokens,
+            "decision_points": stats.decision_points,
+            "decision_points_at_slot0": stats.decision_points_at_slot0,
+            "full_input_tokens": self.usage.full_input_tokens,
+            "compressed_input_tokens": self.usage.input_tokens,
+            "cache": stats.cache,  # "continued": this conversation's cached prefix served the call
+            "prefilled_tokens": {name: s.prefill_tokens for name, s in stats.streams.items()},  # read afresh
+            "verifier_flops": stats.flops("verifier"),
+            "drafter_flops": stats.flops("drafter"),
+            "wall_seconds": round(stats.wall_seconds, 4),
+        }
+
 
 @dataclass
 class ChatDelta:

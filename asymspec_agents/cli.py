@@ -1,4 +1,4 @@
-"""The `asymspec` command: `generate`, `bench NAME`, `train-drafter` and `distill-drafter`."""
+"""The `asymspec` command: `generate`, `serve`, `bench NAME`, `train-drafter` and `distill-drafter`."""
 
 from __future__ import annotations
 
@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="train a drafter (LoRA, DPO) to be rejected at decision points; `asymspec train-drafter -h`")
     commands.add_parser("distill-drafter", add_help=False,
                         help="distil a cheaper drafter from the verifier's own layers; `asymspec distill-drafter -h`")
+    commands.add_parser("serve", add_help=False,
+                        help="an OpenAI-compatible HTTP server over a pair (needs the `serve` extra); `asymspec serve -h`")
     args, rest = parser.parse_known_args(argv)
+    if args.command == "serve":
+        return importlib.import_module("asymspec_agents.server.app").main(rest) or 0
     if args.command == "distill-drafter":
         return importlib.import_module("asymspec_agents.training.distill.run").main(rest) or 0
     if args.command == "train-drafter":

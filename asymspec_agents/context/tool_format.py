@@ -65,10 +65,19 @@ def parse_tool_calls(text: str) -> ParsedOutput:
     invalid: list[InvalidToolCall] = []
     for match in TOOL_CALL_PATTERN.finditer(text):
         raw = match.group(1)
+        if not match.group(0).endswith(TOOL_CALL_CLOSE):  # cut off by the token budget, maybe inside the tag
+            raw = _without_partial_close(raw)
         record = _parse_one(raw)
         (calls if isinstance(record, ParsedToolCall) else invalid).append(record)
     remaining = TOOL_CALL_PATTERN.sub("", text).strip()
     return ParsedOutput(remaining, calls, invalid)
+
+
+def _without_partial_close(raw: str) -> str:
+    for n in range(min(len(TOOL_CALL_CLOSE) - 1, len(raw)), 0, -1):
+        if raw.endswith(TOOL_CALL_CLOSE[:n]):
+            return raw[:-n].rstrip()
+    return raw
 
 
 def format_tool_call(name: str, arguments: dict) -> str:

@@ -181,26 +181,5 @@ def final_chunk(reply: ChatReply, model_name: str) -> AIMessageChunk:
     usage = {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
              "total_tokens": reply.usage.total_tokens}
     metadata = {"model_name": model_name, "model_provider": "asymspec", "finish_reason": reply.finish_reason,
-                "asymspec": speculation_stats(reply)}
+                "asymspec": reply.summary()}
     return AIMessageChunk(content="", usage_metadata=usage, response_metadata=metadata, chunk_position="last")
-
-
-def speculation_stats(reply: ChatReply) -> dict:
-    """The per-call stats every AI message carries in `response_metadata["asymspec"]` (plain numbers)."""
-    stats = reply.stats
-    return {
-        "mode": stats.mode,
-        "acceptance": stats.acceptance,  # the rule: "ratio" (the paper's) or "fused"
-        "acceptance_rate": round(stats.acceptance_rate, 4),
-        "drafted": stats.drafted,
-        "accepted": stats.accepted,
-        "blocks": stats.blocks,
-        "new_tokens": stats.new_tokens,
-        "decision_points": stats.decision_points,
-        "decision_points_at_slot0": stats.decision_points_at_slot0,
-        "full_input_tokens": reply.usage.full_input_tokens,
-        "compressed_input_tokens": reply.usage.input_tokens,
-        "verifier_flops": stats.flops("verifier"),
-        "drafter_flops": stats.flops("drafter"),
-        "wall_seconds": round(stats.wall_seconds, 4),
-    }

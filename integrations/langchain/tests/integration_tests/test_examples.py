@@ -48,3 +48,12 @@ def test_tool_calling_workflow_example_prints_a_tool_call_its_result_and_a_struc
     assert "1. tool call [{'name': " in stdout and "2. " in stdout and " returned " in stdout
     assert "3. structured answer Answer(value=" in stdout, stdout
     assert seconds < 180
+
+
+def test_openai_server_example_runs_the_agent_on_chat_openai_against_a_real_server():
+    stdout, _ = run_example("openai_server_agent.py", timeout=300)
+    assert "starting asymspec serve on 127.0.0.1" in stdout and "model calls " in stdout, stdout
+    assert "model answers: " in stdout and "server cache pool:" in stdout
+    table = stdout[stdout.index("ChatOpenAI usage per step"):stdout.index("total ")]
+    assert max(len(line) for line in table.splitlines()) <= 80
+

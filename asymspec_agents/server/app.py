@@ -1,0 +1,232 @@
+"""`asymspec serve`: an OpenAI-compatible HTTP server over one `AsymSpecChat` (FastAPI on uvicorn).
+
+Each request decodes in a worker thread (`aio.iterate_in_thread`); the engine interleaves the requests' blocks
+and keeps one cache set per conversation (engine/pool.py), so many clients share one pair. At most `max_queue`
+requests are admitted at once (running or waiting); the next one gets 503 with a Retry-After header.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from ..aio import iterate_in_thread
+from ..chat import AsymSpecChat
+from ..engine import GenerationConfig
+from ..errors import AsymSpecError, ContextTooLongError
+from . import openai_format as wire
+
+DEFAULT_PORT = 8000
+DEFAULT_MAX_QUEUE = 16
+
+
+def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: int = DEFAULT_MAX_QUEUE,
+               config: GenerationConfig | None = None) -> FastAPI:
+    """The app serving `chat` as `model_name`; `config`: the generation settings requests start from."""
+    base = config or chat.config
+    admitted = 0  # requests running or waiting; the event loop is the only writer
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        # one worker thread per admitted request: a waiting request never holds up the running ones
+        executor = ThreadPoolExecutor(max_workers=max_queue, thread_name_prefix="asymspec-request")
+        asyncio.get_running_loop().set_default_executor(executor)
+        yield
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="asymspec-agents", lifespan=lifespan)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(_problem(e) for e in exc.errors())
+        return JSONResponse(wire.error_body(f"Invalid request: {problems}."), status_code=400)
+
+    @app.get("/health")
+    async def health() -> dict:
+        pool = chat.engine.pool.stats
+        return {"status": "ok", "model": model_name, "admitted": admitted, "max_queue": max_queue,
+                "cache_pool": {**vars(pool), "hit_rate": round(pool.hit_rate, 4)}}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [_model_card(model_name)]}
+
+    @app.get("/v1/models/{name}")
+    async def model(name: str):
+        if name != model_name:
+            return _unknown_model(name, model_name)
+        return _model_card(model_name)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: wire.ChatCompletionRequest):
+        nonlocal admitted
+        if body.model != model_name:
+            return _unknown_model(body.model, model_name)
+        if admitted >= max_queue:
+            return JSONResponse(wire.error_body(f"The server is busy: {admitted} requests are in progress, its queue "
+                                                f"holds {max_queue}. Retry shortly, or start it with a larger "
+                                                "--max-queue.", "server_overloaded", "queue_full"),
+                                status_code=503, headers={"Retry-After": "1"})
+        try:
+            arguments = wire.chat_arguments(body, base)
+        except AsymSpecError as exc:
+            return _client_error(exc)
+        admitted += 1
+        request_id = wire.new_request_id()
+        deltas = iterate_in_thread(lambda: chat.stream(**arguments))
+        try:
+            first = await deltas.__anext__()  # bad messages or tools fail here: a 4xx, not a broken stream
+        except AsymSpecError as exc:
+            admitted -= 1
+            return _client_error(exc)
+        except BaseException:
+            admitted -= 1
+            raise
+
+        async def all_deltas() -> AsyncIterator:
+            nonlocal admitted
+            try:
+                yield first
+                async for delta in deltas:
+                    yield delta
+            finally:
+                admitted -= 1
+                await deltas.aclose()
+
+        if not body.stream:
+            reply = None
+            async for delta in all_deltas():
+                reply = delta.reply or reply
+            return wire.completion(reply, model_name, request_id)
+        include_usage = bool((body.stream_options or {}).get("include_usage"))
+        return StreamingResponse(_events(all_deltas(), model_name, request_id, include_usage),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    return app
+
+
+async def _events(deltas: AsyncIterator, model: str, request_id: str, include_usage: bool) -> AsyncIterator[str]:
+    """Server-sent events: the role, text and tool-call deltas, the finish reason, usage if asked, [DONE]."""
+    yield _event(wire.chunk(model, request_id, {"role": "assistant", "content": ""}))
+    calls = 0
+    try:
+        async for delta in deltas:
+            if delta.text:
+                yield _event(wire.chunk(model, request_id, {"content": delta.text}))
+            if delta.tool_call is not None and delta.tool_call.name:
+                yield _event(wire.chunk(model, request_id, wire.tool_call_delta(delta.tool_call, calls)))
+                calls += 1
+            elif delta.tool_call is not None:  # cut off before naming a tool: its text stays in the content
+                yield _event(wire.chunk(model, request_id, {"content": delta.tool_call.raw}))
+            if delta.reply is not None:
+                yield _event(wire.chunk(model, request_id, {}, delta.reply.finish_reason))
+                if include_usage:
+                    yield _event(wire.chunk(model, request_id, reply=delta.reply))
+    except Exception as exc:  # the status line is sent: report in the stream, as OpenAI's servers do
+        yield _event(wire.error_body(f"Generation failed: {exc}", "server_error"))
+    yield "data: [DONE]\n\n"
+
+
+def _problem(error: dict) -> str:
+    if error.get("type") == "json_invalid":
+        return f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'invalid')} at character {error['loc'][-1]})"
+    where = ".".join(str(part) for part in error["loc"] if part != "body") or "body"
+    return f"{where}: {error['msg']}"
+
+
+def _event(body: dict) -> str:
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+def _client_error(exc: AsymSpecError) -> JSONResponse:
+    code = "context_length_exceeded" if isinstance(exc, ContextTooLongError) else None
+    return JSONResponse(wire.error_body(str(exc), code=code), status_code=400)
+
+
+def _unknown_model(name: str, served: str) -> JSONResponse:
+    return JSONResponse(wire.error_body(f"The model {name!r} is not served here; this server serves {served!r} "
+                                        "(GET /v1/models).", code="model_not_found"), status_code=404)
+
+
+def _model_card(name: str) -> dict:
+    return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "asymspec-agents"}
+
+
+# -- command line ------------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    from ..cli import _add_settings, _settings
+
+    parser = argparse.ArgumentParser(prog="asymspec serve", description="An OpenAI-compatible server over an "
+                                     "AsymSpec pair: POST /v1/chat/completions, GET /v1/models, GET /health.")
+    parser.add_argument("--verifier", default="bundled", help="hub id, folder, .gguf file or 'bundled' (default)")
+    parser.add_argument("--drafter", help="same forms; default: the verifier's own weights")
+    parser.add_argument("--model-name", default="asymspec", help="the name clients ask for (default: asymspec)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
+                        help=f"requests admitted at once, running or waiting; more get 503 (default {DEFAULT_MAX_QUEUE})")
+    parser.add_argument("--kv-budget-gib", type=float, default=None,
+                        help="KV cache the pool keeps across conversations, GiB (default: the engine's, 4)")
+    parser.add_argument("--budget", action="append", default=[], metavar="KIND=TOKENS",
+                        help="compression budget of one kind (user, assistant, tool_result, passage, tools); repeatable")
+    parser.add_argument("--compressor", action="append", default=[], metavar="KIND=NAME",
+                        help="compressor of one text kind (head_tail, bm25, embedding, surprisal); repeatable")
+    parser.add_argument("--keep-last-turns", type=int, default=None, help="turns kept whole in the verifier's view")
+    _add_settings(parser)
+    args = parser.parse_args(argv)
+    if args.max_queue < 1:
+        parser.error("--max-queue must be at least 1")
+    try:
+        chat, config = _build(args, _settings(args))
+    except AsymSpecError as exc:
+        print(f"asymspec serve: error: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config)
+    print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10)
+    return 0
+
+
+def _build(args: argparse.Namespace, settings: dict) -> tuple[AsymSpecChat, GenerationConfig]:
+    from ..context import CompressionPolicy
+    from ..engine import AsymSpecEngine
+    from ..errors import ConfigError
+    from ..models import PAIRS
+
+    def pairs(items: list[str], what: str, cast) -> dict:
+        out = {}
+        for item in items:
+            kind, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--{what} takes KIND=VALUE, got {item!r}.")
+            try:
+                out[kind] = cast(value)
+            except ValueError as exc:
+                raise ConfigError(f"--{what} {item!r}: {exc}") from exc
+        return out
+
+    policy = CompressionPolicy(budgets=pairs(args.budget, "budget", lambda v: None if v == "none" else int(v)),
+                               compressors=pairs(args.compressor, "compressor", str),
+                               keep_last_turns=args.keep_last_turns)
+    config = GenerationConfig(**settings)
+    drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
+    budget = {} if args.kv_budget_gib is None else {"kv_budget": int(args.kv_budget_gib * (1 << 30))}
+    engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter, **budget)
+    return AsymSpecChat(engine, policy=policy, config=config), config
+
+
+if __name__ == "__main__":
+    sys.exit(main())

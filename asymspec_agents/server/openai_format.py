@@ -1,0 +1,217 @@
+"""OpenAI's chat-completions wire format, translated to and from `AsymSpecChat` (no HTTP here).
+
+Requests are checked field by field; everything the format allows and the pair cannot do (several choices,
+log-probabilities, images) is refused with a message instead of being ignored. Tool results name their tool by
+the id of the call they answer, as OpenAI's messages do. A reply's tool call that could not be parsed (cut off by
+`max_tokens`) goes out with its raw text as `arguments`, as OpenAI's would; sent back in a later request it is
+read as the text the model wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import fields
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..chat import ChatReply
+from ..context.tool_format import TOOL_CALL_OPEN, InvalidToolCall, ParsedToolCall
+from ..engine import GenerationConfig
+from ..errors import ConfigError, InvalidInputError, InvalidMessageError
+
+SETTING_NAMES = {f.name for f in fields(GenerationConfig)} - {"decisions", "stop", "max_new_tokens"}
+
+
+class ChatCompletionRequest(BaseModel):
+    """The request body of `POST /v1/chat/completions` (fields this server does not use are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
+    response_format: dict[str, Any] | None = None
+    stop: str | list[str] | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int | None = None
+    n: int = 1
+    logprobs: bool | None = None
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    asymspec: dict[str, Any] | None = None  # extension: GenerationConfig settings for this call (mode, beta, ...)
+
+
+def chat_arguments(request: ChatCompletionRequest, base: GenerationConfig) -> dict[str, Any]:
+    """`AsymSpecChat.stream` keyword arguments for a request, or `InvalidInputError` saying what to change."""
+    if request.n != 1:
+        raise InvalidInputError(f"n={request.n}: this server returns one choice per request; send n=1 (or omit it).")
+    if request.logprobs:
+        raise InvalidInputError("logprobs are not returned by this server; omit `logprobs`.")
+    settings = dict(request.asymspec or {})
+    unknown = set(settings) - SETTING_NAMES
+    if unknown:
+        raise InvalidInputError(f"asymspec settings {sorted(unknown)} are unknown; use some of {sorted(SETTING_NAMES)}.")
+    for name in ("temperature", "top_p", "seed"):
+        if getattr(request, name) is not None:
+            settings[name] = getattr(request, name)
+    max_tokens = request.max_completion_tokens or request.max_tokens
+    if max_tokens is not None:
+        settings["max_new_tokens"] = max_tokens
+    stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
+    try:
+        config = GenerationConfig(**{**_base_settings(base), **settings, "stop": [*base.stop, *stop]})
+    except (TypeError, ConfigError) as exc:
+        raise InvalidInputError(f"Invalid generation settings: {exc}") from exc
+    return dict(messages=to_messages(request.messages), tools=request.tools or None,
+                tool_choice=_tool_choice(request.tool_choice), parallel_tool_calls=request.parallel_tool_calls,
+                response_schema=_response_schema(request.response_format), config=config)
+
+
+def to_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI messages as the core's dicts: text parts joined, "developer" read as "system", tool-call arguments
+    parsed from their JSON strings, and each tool result given the name of the call it answers."""
+    names: dict[str, str] = {}
+    out = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        item: dict[str, Any] = {"role": "system" if role == "developer" else role,
+                                "content": _text(message.get("content"), index)}
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [_tool_call(call, index) for call in message["tool_calls"]]
+            item["tool_calls"] = [call for call in calls if isinstance(call, dict)]
+            names.update({call["id"]: call["function"]["name"] for call in item["tool_calls"]})
+            # a call whose arguments are not JSON (the model was cut off; clients send such calls back as they got
+            # them) is kept as the text the model wrote
+            item["content"] += "".join(f"\n{TOOL_CALL_OPEN}\n{call}" for call in calls if isinstance(call, str))
+        if role == "tool":
+            item["tool_call_id"] = message.get("tool_call_id")
+            item["name"] = message.get("name") or names.get(message.get("tool_call_id"), "")
+        out.append(item)
+    return out
+
+
+def completion(reply: ChatReply, model: str, request_id: str) -> dict[str, Any]:
+    """The response body of a non-streamed completion."""
+    text = reply.text + "".join(call.raw for call in _fragments(reply))
+    message: dict[str, Any] = {"role": "assistant", "content": text or (None if _calls(reply) else "")}
+    if _calls(reply):
+        message["tool_calls"] = _calls(reply)
+    return {"id": request_id, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
+            "usage": usage(reply), "asymspec": reply.summary()}
+
+
+def chunk(model: str, request_id: str, delta: dict[str, Any] | None = None, finish_reason: str | None = None,
+          reply: ChatReply | None = None) -> dict[str, Any]:
+    """One streamed `chat.completion.chunk`; with `reply` and no delta it is the usage chunk (no choices)."""
+    body: dict[str, Any] = {"id": request_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                            "model": model, "choices": []}
+    if delta is not None:
+        body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+    if reply is not None:
+        body["usage"], body["asymspec"] = usage(reply), reply.summary()
+    return body
+
+
+def tool_call_delta(call: ParsedToolCall | InvalidToolCall, index: int) -> dict[str, Any]:
+    return {"tool_calls": [{"index": index, **_call(call)}]}
+
+
+def usage(reply: ChatReply) -> dict[str, int]:
+    """Prompt tokens are the verifier's input (the compressed view); the full view's count is in the `asymspec`
+    field (`ChatReply.summary()`)."""
+    return {"prompt_tokens": reply.usage.input_tokens, "completion_tokens": reply.usage.output_tokens,
+            "total_tokens": reply.usage.total_tokens}
+
+
+def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def new_request_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex[:24]
+
+
+def _calls(reply: ChatReply) -> list[dict[str, Any]]:
+    """Valid calls, then invalid ones that name a tool, with their raw text as arguments (the client's parser
+    reports those)."""
+    return [_call(call) for call in [*reply.tool_calls, *reply.invalid_tool_calls] if call.name]
+
+
+def _fragments(reply: ChatReply) -> list[InvalidToolCall]:
+    """Calls cut off before naming a tool (the token budget ran out): their text stays in the content."""
+    return [call for call in reply.invalid_tool_calls if not call.name]
+
+
+def _call(call: ParsedToolCall | InvalidToolCall) -> dict[str, Any]:
+    if isinstance(call, ParsedToolCall):
+        name, arguments, call_id = call.name, json.dumps(call.arguments, ensure_ascii=False), call.id
+    else:
+        name, arguments, call_id = call.name or "", call.raw, "call_" + uuid.uuid4().hex[:24]
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _base_settings(base: GenerationConfig) -> dict[str, Any]:
+    return {f.name: getattr(base, f.name) for f in fields(GenerationConfig) if f.name != "stop"}
+
+
+def _text(content, index: int) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise InvalidMessageError(f"Message {index}: content part of type {kind!r} is not supported; "
+                                          "send text (a string, or parts of type 'text').")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise InvalidMessageError(f"Message {index}: content must be a string or a list of text parts, "
+                              f"got {type(content).__name__}.")
+
+
+def _tool_call(call, index: int) -> dict[str, Any] | str:
+    """A call in the core's form, or the raw text of one whose arguments are not a JSON object."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise InvalidMessageError(f"Message {index}: a tool call needs {{'id', 'type': 'function', "
+                                  f"'function': {{'name', 'arguments'}}}}, got {call!r:.120}.")
+    arguments = function.get("arguments") or "{}"
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return {"id": call.get("id") or "", "function": {"name": function["name"], "arguments": arguments}}
+
+
+def _tool_choice(choice) -> str | None:
+    if choice is None or isinstance(choice, str):
+        return choice
+    name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" else None
+    if not isinstance(name, str):
+        raise InvalidInputError(f"tool_choice {choice!r:.120} is not understood; use 'none', 'auto', 'required' or "
+                                "{'type': 'function', 'function': {'name': ...}}.")
+    return name
+
+
+def _response_schema(response_format: dict | None) -> dict | None:
+    kind: Literal["text", "json_object", "json_schema"] | None = (response_format or {}).get("type")
+    if response_format is None or kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    schema = (response_format.get("json_schema") or {}).get("schema") if kind == "json_schema" else None
+    if not isinstance(schema, dict):
+        raise InvalidInputError("response_format must be {'type': 'text'}, {'type': 'json_object'} or "
+                                "{'type': 'json_schema', 'json_schema': {'name': ..., 'schema': {...}}}.")
+    return schema

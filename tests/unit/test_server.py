@@ -1,0 +1,145 @@
+"""The OpenAI-compatible app in process (FastAPI's TestClient) on a tiny random pair: wire format and errors.
+
+The real server process, the `openai` client, ChatOpenAI and concurrent load are in
+tests/integration/test_server.py."""
+
+import json
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from asymspec_agents import AsymSpecEngine, GenerationConfig  # noqa: E402
+from asymspec_agents.chat import AsymSpecChat  # noqa: E402
+from asymspec_agents.server.app import create_app  # noqa: E402
+from asymspec_agents.testing import tiny_random_pair  # noqa: E402
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},
+                          "required": ["city"]}}}
+USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def chat():
+    pair = tiny_random_pair(seed=0)
+    return AsymSpecChat(AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer),
+                        config=GenerationConfig(max_new_tokens=24))
+
+
+@pytest.fixture(scope="module")
+def client(chat):
+    with TestClient(create_app(chat, model_name="tiny")) as client:
+        yield client
+
+
+def post(client, **body):
+    return client.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, **body})
+
+
+def events(response) -> list:
+    lines = [line for line in response.text.split("\n\n") if line]
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
+    return [json.loads(line[6:]) for line in lines[:-1]]
+
+
+def test_models_and_health(client):
+    assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["tiny"]
+    assert client.get("/v1/models/tiny").json()["id"] == "tiny"
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["max_queue"] == 16 and "hit_rate" in health["cache_pool"]
+
+
+def test_a_completion_reports_the_verifiers_view_as_prompt_tokens_and_the_full_view_in_the_extension(client, chat):
+    long_user = USER + [  # a tool result over its 256-token budget: the verifier reads part of it
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Here is a long weather note. " * 60}]
+    body = client.post("/v1/chat/completions", json={"model": "tiny", "messages": long_user}).json()
+    assert body["object"] == "chat.completion" and body["choices"][0]["finish_reason"] in {"stop", "length"}
+    usage, extension = body["usage"], body["asymspec"]
+    assert usage["prompt_tokens"] == chat.count_tokens(long_user) < extension["full_input_tokens"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert extension["mode"] == "asymmetric" and 0 <= extension["acceptance_rate"] <= 1
+
+
+def test_the_stream_adds_up_to_the_completion(client):
+    whole = post(client, seed=3).json()["choices"][0]["message"]["content"]
+    chunks = events(post(client, seed=3, stream=True, stream_options={"include_usage": True}))
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == whole
+    finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert len(finish) == 1 and chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+
+
+def test_tool_calls_come_back_in_openai_form_and_stream_one_delta_per_call(client):
+    body = post(client, tools=[WEATHER], tool_choice="required", parallel_tool_calls=False, max_tokens=120).json()
+    message = body["choices"][0]["message"]
+    assert body["choices"][0]["finish_reason"] == "tool_calls" and message["content"] is None
+    (call,) = message["tool_calls"]
+    assert call["type"] == "function" and call["id"].startswith("call_") and call["function"]["name"] == "get_weather"
+    assert isinstance(json.loads(call["function"]["arguments"])["city"], str)
+    chunks = events(post(client, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                         parallel_tool_calls=False, max_tokens=120, stream=True))
+    deltas = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    assert len(deltas) == 1 and deltas[0][0]["index"] == 0 and deltas[0][0]["function"]["name"] == "get_weather"
+
+
+def test_a_tool_result_names_its_tool_by_the_call_id(client):
+    history = USER + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 21 C"}]
+    response = client.post("/v1/chat/completions", json={"model": "tiny", "messages": history, "tools": [WEATHER]})
+    assert response.status_code == 200, response.text
+
+
+def test_a_cut_off_call_sent_back_is_read_as_the_text_the_model_wrote(chat):
+    from asymspec_agents.server.openai_format import to_messages
+
+    cut = '{"name": "get_weather", "arguments": {"city": "Par'
+    (message,) = to_messages([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": cut}}]}])
+    assert message["tool_calls"] == [] and message["content"] == "\n<tool_call>\n" + cut
+
+
+def test_json_schema_response_format_gives_json_of_that_schema(client):
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    body = post(client, max_tokens=30, response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}).json()
+    content = body["choices"][0]["message"]["content"]
+    if body["choices"][0]["finish_reason"] == "stop":
+        assert isinstance(json.loads(content)["ok"], bool)
+    else:
+        assert content.startswith("{")
+
+
+@pytest.mark.parametrize("body, status, says", [
+    ({"messages": []}, 400, "messages"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, 400, "unknown role 'wizard'"),
+    ({"n": 2}, 400, "one choice"),
+    ({"logprobs": True}, 400, "logprobs"),
+    ({"temperature": 5}, 400, "temperature"),
+    ({"max_tokens": 0}, 400, "max_tokens"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 400, "Tool name"),
+    ({"tools": [WEATHER], "tool_choice": "get_time"}, 400, "names no bound tool"),
+    ({"tool_choice": "required"}, 400, "needs bound tools"),
+    ({"response_format": {"type": "json_schema"}}, 400, "response_format"),
+    ({"asymspec": {"warp": 9}}, 400, "warp"),
+    ({"asymspec": {"gamma": 7}}, 400, "gamma"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400, "image_url"),
+    ({"messages": [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]}, 400, "matches no earlier tool call"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}]}, 400, "a tool call needs"),
+    ({"model": "gpt-4"}, 404, "not served here"),
+    ({"messages": [{"role": "user", "content": "word " * 5000}]}, 400, "context window"),
+])
+def test_bad_requests_get_a_4xx_that_says_what_to_change(client, body, status, says):
+    response = client.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, **body})
+    assert response.status_code == status, response.text
+    assert says in response.json()["error"]["message"]
+
+
+def test_a_body_that_is_not_json_gets_a_400(client):
+    response = client.post("/v1/chat/completions", content=b"{bad json", headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
