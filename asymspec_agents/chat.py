@@ -120,15 +120,21 @@ class AsymSpecChat:
 
     def stream(self, messages, *, tools=None, tool_choice: str | None = None, parallel_tool_calls: bool = True,
                response_schema: dict | None = None, config: GenerationConfig | None = None, query: str | None = None,
-               tool_format: str = "hermes", **overrides) -> Iterator[ChatDelta]:
+               tool_format: str = "hermes", full_messages=None, **overrides) -> Iterator[ChatDelta]:
         """`tool_format="react"`: the messages already describe the tools (a ReAct prompt), so the views carry no
         tools block; the reply is one ReAct step constrained by `GrammarBuilder.react_steps` and stays plain text
-        (the framework's ReAct parser reads it)."""
+        (the framework's ReAct parser reads it).
+
+        `full_messages`: the conversation before the caller's own compression (a framework's context middleware);
+        the drafter then reads it and the verifier reads `messages`, both whole (`DualContext.render_pair`)."""
         if tool_format not in ("hermes", "react"):
             raise InvalidInputError(f"tool_format must be 'hermes' or 'react', got {tool_format!r}.")
         specs = _specs(tools) if tools else []
         render_tools = specs if tool_choice != "none" and tool_format == "hermes" else []
-        views = self.context.render(messages, tools=render_tools or None, query=query)
+        if full_messages is not None:
+            views = self.context.render_pair(full_messages, messages, tools=render_tools or None, query=query)
+        else:
+            views = self.context.render(messages, tools=render_tools or None, query=query)
         constraint = self._constraint(specs, tool_choice, parallel_tool_calls, response_schema, tool_format)
         config = replace(config or self.config, **overrides) if overrides else (config or self.config)
         config = with_turn_stops(config, self.context.format)

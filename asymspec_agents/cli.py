@@ -18,6 +18,7 @@ BENCHMARKS = {
     "precision": ("precision", "logit error per verification slot, KV dtypes"),
     "decisions": ("decisions", "decision-point scheduling on and off"),
     "drafters": ("drafters", "a drafter's cost per token against its verifier"),
+    "serve": ("serve", "latency and throughput of many clients, in process and over HTTP"),
 }
 
 

@@ -75,13 +75,8 @@ class DualContext:
         `query`: what query-aware compressors select for, for items arriving at this step (see module doc).
         Raises `InvalidMessageError` / `InvalidToolSchemaError` on malformed input.
         """
-        messages = validate_conversation(messages)
         specs = validate_tools(tools)
-        turns = self._plan(messages, specs, query)
-        full_turns = [(role, "".join(_full(part) for part in parts)) for role, parts in turns]
-        full_segments = self.format.segments(full_turns)
-        prompt = self.format.generation_prompt(full_turns) if add_generation_prompt else ""
-        full_ids = self._ids(full_segments, prompt)
+        turns, full_segments, prompt, full_ids = self._whole(messages, specs, query, add_generation_prompt)
 
         fits = self.policy.total_budget is not None and len(full_ids) <= self.policy.total_budget
         report = CompressionReport(fits_total_budget=fits, cl100k_note=self.cl100k.note)
@@ -97,6 +92,28 @@ class DualContext:
         images = [part.image for _, parts in turns for part in parts if isinstance(part, _Item) and part.image]
         return DualViews(full_ids, comp_ids, "".join(full_segments) + prompt, "".join(comp_segments) + prompt,
                          report, images, self.format.append_stable)
+
+    def render_pair(self, full_messages, comp_messages, tools=None, query: str | None = None) -> DualViews:
+        """Two conversations as the two views: the drafter reads `full_messages` (the conversation before the
+        caller's own compression, e.g. a framework's context middleware), the verifier `comp_messages` (after
+        it). Both are rendered whole: the caller's compression replaces this memory's policy."""
+        specs = validate_tools(tools)
+        _, full_segments, prompt, full_ids = self._whole(full_messages, specs, query, True)
+        turns, comp_segments, comp_prompt, comp_ids = self._whole(comp_messages, specs, query, True)
+        report = CompressionReport(full_tokens=len(full_ids), comp_tokens=len(comp_ids), cl100k_note=self.cl100k.note,
+                                   full_cl100k=self._cl100k(full_segments, prompt),
+                                   comp_cl100k=self._cl100k(comp_segments, comp_prompt))
+        images = [part.image for _, parts in turns for part in parts if isinstance(part, _Item) and part.image]
+        return DualViews(full_ids, comp_ids, "".join(full_segments) + prompt, "".join(comp_segments) + comp_prompt,
+                         report, images, self.format.append_stable)
+
+    def _whole(self, messages, specs: list[ToolSpec], query: str | None, add_generation_prompt: bool):
+        """(turns, segments, generation prompt, token ids) of a conversation's full view."""
+        turns = self._plan(validate_conversation(messages), specs, query)
+        full_turns = [(role, "".join(_full(part) for part in parts)) for role, parts in turns]
+        segments = self.format.segments(full_turns)
+        prompt = self.format.generation_prompt(full_turns) if add_generation_prompt else ""
+        return turns, segments, prompt, self._ids(segments, prompt)
 
     # -----------------------------------------------------------------------------------------------------------
     # Walk: messages -> turns of literal text and compressible items

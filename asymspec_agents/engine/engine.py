@@ -12,7 +12,7 @@ import torch
 
 from ..errors import ConfigError, ContextTooLongError, InvalidInputError
 from ..errors import VocabularyMismatchError
-from ..models import check_shared_vocabulary, load_model, resolve_pair
+from ..models import check_shared_vocabulary, config_window, load_model, resolve_pair
 from .bridge import VocabularyBridge
 from .config import MODES, GenerationConfig
 from .constraints import TokenConstraint
@@ -297,5 +297,4 @@ def _eos_ids(tokenizer, model) -> set[int]:
 
 
 def _window(model) -> int:
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return int(getattr(config, "max_position_embeddings", None) or 1 << 30)
+    return config_window(model.config)

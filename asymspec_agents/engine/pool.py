@@ -37,6 +37,7 @@ class PoolStats:
     fresh: int = 0  # calls that shared nothing with any set
     evictions: int = 0
     sets: int = 0
+    busy: int = 0  # sets serving a call right now
     kv_bytes: int = 0
     budget_bytes: int = 0
 
@@ -122,6 +123,7 @@ class CachePool:
     def stats(self) -> PoolStats:
         with self._changed:
             self._stats.sets = len(self._sets)
+            self._stats.busy = sum(s.busy for s in self._sets)
             self._stats.kv_bytes = sum(s.kv_bytes() for s in self._sets)
             return PoolStats(**vars(self._stats))
 

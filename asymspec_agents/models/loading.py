@@ -95,6 +95,21 @@ def resolve_pair(verifier: str | os.PathLike, drafter: str | os.PathLike | None)
     return pair
 
 
+def context_window(source: str | os.PathLike) -> int | None:
+    """A model's context window read from its config alone (no weights loaded; a GGUF is converted once)."""
+    from transformers import AutoConfig
+
+    source = QUANTIZED.get(str(source), source)
+    folder, _ = resolve_source(source)
+    return config_window(AutoConfig.from_pretrained(folder))
+
+
+def config_window(config) -> int:
+    """Positions a model config allows (1 << 30 when it sets no limit)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "max_position_embeddings", None) or 1 << 30)
+
+
 def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:
     """Map a user-facing model name to `(folder or hub id, gguf file name or None)`.
 

@@ -143,3 +143,17 @@ def test_bad_requests_get_a_4xx_that_says_what_to_change(client, body, status, s
 def test_a_body_that_is_not_json_gets_a_400(client):
     response = client.post("/v1/chat/completions", content=b"{bad json", headers={"content-type": "application/json"})
     assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
+
+
+def test_stop_strings_end_the_reply_before_them(client):
+    whole = post(client, max_tokens=24).json()["choices"][0]["message"]["content"]
+    stop = whole[4:6]
+    cut = post(client, max_tokens=24, stop=[stop]).json()["choices"][0]
+    assert cut["message"]["content"] == whole[:whole.index(stop)] and cut["finish_reason"] == "stop"
+
+
+def test_sampling_with_a_seed_repeats_and_another_seed_differs(client):
+    def sample(seed):
+        return post(client, temperature=1.0, seed=seed, max_tokens=24).json()["choices"][0]["message"]["content"]
+
+    assert sample(1) == sample(1) and len({sample(1), sample(2), sample(3)}) > 1

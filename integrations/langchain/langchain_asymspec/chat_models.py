@@ -32,8 +32,10 @@ from asymspec_agents.context import CompressionPolicy, DualViews
 from asymspec_agents.context.tools import check_tool_choice
 from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
+from asymspec_agents.models import context_window, resolve_pair
 
-from .messages import final_chunk, with_format_instruction, text_chunk, to_core_messages, to_tool_choice, to_tool_specs, tool_call_chunk_of
+from .messages import (final_chunk, text_chunk, to_core_messages, to_tool_choice, to_tool_specs, tool_call_chunk_of,
+                       with_format_instruction, with_later_messages)
 
 # Constructor arguments of hosted chat models (the standard tests pass them); a local pair has no use for them.
 REMOTE_ONLY_PARAMS = ("api_key", "base_url", "timeout", "max_retries")
@@ -100,6 +102,17 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         self.generation_config()  # raises ConfigError on out-of-range settings
         return self
 
+    def _resolve_model_profile(self) -> dict:
+        """What the pair can do, for middleware that reads `model.profile` (e.g. SummarizationMiddleware's
+        fractional triggers): the context window is the smaller of the two models' (read from their configs)."""
+        if self.engine is not None:
+            window = self.engine.context_window
+        else:
+            verifier, drafter = resolve_pair(self.verifier, self.drafter)
+            window = min(context_window(name) for name in (verifier, drafter) if name is not None)
+        return {"max_input_tokens": window, "text_inputs": True, "image_inputs": False, "text_outputs": True,
+                "tool_calling": True, "tool_choice": True, "tool_call_streaming": True, "structured_output": True}
+
     @classmethod
     def bundled(cls, **kwargs: Any) -> "ChatAsymSpec":
         """The bundled SmolLM2-135M-Instruct as both verifier and drafter."""
@@ -158,9 +171,15 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     def get_num_tokens(self, text: str) -> int:
         return len(self.core.engine.tokenizer.encode(text, add_special_tokens=False))
 
-    def render_views(self, messages: list[BaseMessage], tools: Sequence | None = None) -> DualViews:
-        """The full and compressed views these messages render to (what the drafter and verifier read)."""
-        return self.core.context.render(to_core_messages(messages), tools=to_tool_specs(tools) if tools else None)
+    def render_views(self, messages: list[BaseMessage], tools: Sequence | None = None,
+                     full_messages: list[BaseMessage] | None = None) -> DualViews:
+        """The full and compressed views these messages render to (what the drafter and verifier read);
+        with `full_messages`, as a call with that argument renders them."""
+        specs = to_tool_specs(tools) if tools else None
+        if full_messages is not None:
+            full = to_core_messages(with_later_messages(full_messages, messages))
+            return self.core.context.render_pair(full, to_core_messages(messages), tools=specs)
+        return self.core.context.render(to_core_messages(messages), tools=specs)
 
     # -----------------------------------------------------------------------------------------------------------
     # Tools and structured output
@@ -267,6 +286,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         parallel = kwargs.pop("parallel_tool_calls", self.parallel_tool_calls)
         response_format = kwargs.pop("response_format", None)
         model = kwargs.pop("model", None)
+        full_messages = kwargs.pop("full_messages", None)
         if model is not None and model != self.resolved_model_name:
             raise InvalidInputError(f"model={model!r}: ChatAsymSpec serves {self.resolved_model_name!r} only; build "
                                     "another ChatAsymSpec(verifier=..., drafter=...) for another pair.")
@@ -278,6 +298,11 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         core_messages = to_core_messages(messages)
         if response_format is not None:
             core_messages = with_format_instruction(core_messages, response_format)
+        full = None
+        if full_messages is not None:
+            full = to_core_messages(with_later_messages(full_messages, messages))
+            if response_format is not None:
+                full = with_format_instruction(full, response_format)
         return dict(messages=core_messages, tools=tools, tool_choice=tool_choice,
-                    parallel_tool_calls=parallel, response_schema=response_format,
+                    parallel_tool_calls=parallel, response_schema=response_format, full_messages=full,
                     config=self.generation_config(stop, **kwargs))

@@ -183,3 +183,19 @@ def final_chunk(reply: ChatReply, model_name: str) -> AIMessageChunk:
     metadata = {"model_name": model_name, "model_provider": "asymspec", "finish_reason": reply.finish_reason,
                 "asymspec": reply.summary()}
     return AIMessageChunk(content="", usage_metadata=usage, response_metadata=metadata, chunk_position="last")
+
+
+def with_later_messages(full: list[BaseMessage], call: list[BaseMessage]) -> list[BaseMessage]:
+    """The drafter's conversation for a call that passes `full_messages=full`: `full`, led by the call's system
+    message when it has none, and followed by the call's messages after the last one the two share (what inner
+    middleware appended, e.g. an instruction, belongs to both views; if they share none, `full` stands alone).
+    Messages match by id, else by value."""
+    def same(a: BaseMessage, b: BaseMessage) -> bool:
+        return a.id == b.id if a.id is not None and b.id is not None else a == b
+
+    out = list(full)
+    if call and call[0].type == "system" and not (out and out[0].type == "system"):
+        out.insert(0, call[0])
+    shared = [i for i, message in enumerate(call) if any(same(message, f) for f in out)]
+    return out + (list(call[shared[-1] + 1:]) if shared else [])
+
