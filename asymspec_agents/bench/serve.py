@@ -162,8 +162,11 @@ def plot(report: dict, path: str) -> None:
         latency.plot(clients, [r["p50_seconds"] for r in runs], style, label=f"{transport} p50")
         latency.plot(clients, [r["p95_seconds"] for r in runs], style, alpha=0.5, label=f"{transport} p95")
         throughput.plot(clients, [r["tokens_per_second"] for r in runs], style, label=transport)
+    counts = sorted({r["clients"] for r in report["runs"]})
     for ax, title in ((latency, "latency per request (s)"), (throughput, "completion tokens / s")):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(counts, [str(n) for n in counts])
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("concurrent clients")
         ax.set_title(title)
         ax.legend(fontsize=8)

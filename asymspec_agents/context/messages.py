@@ -7,6 +7,7 @@ accepts OpenAI-style dicts (`{"role": "user", "content": ...}`), which is what m
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Union
@@ -168,3 +169,19 @@ def _check_text(message, index: int) -> Message:
         if not isinstance(image, ImageItem):
             raise InvalidMessageError(f"Message {index}: images must be ImageItem objects, got {type(image).__name__}.")
     return message
+
+
+def with_later_messages(full: list, call: list, same=operator.eq) -> list:
+    """The drafter's conversation for a call that passes `full_messages=full` beside its own (compressed)
+    messages: `full`, led by the call's system message when it has none, then the call's messages after the last
+    one the two share (what the caller appended last, e.g. an instruction, belongs to both views); if they share
+    none, `full` alone. `same(a, b)`: message equality (integrations match their framework's messages by id)."""
+    def role(message):
+        return getattr(message, "role", None) or getattr(message, "type", None)
+
+    out = list(full)
+    if call and role(call[0]) == "system" and not (out and role(out[0]) == "system"):
+        out.insert(0, call[0])
+    shared = [i for i, message in enumerate(call) if any(same(message, f) for f in out)]
+    return out + (list(call[shared[-1] + 1:]) if shared else [])
+

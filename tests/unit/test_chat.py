@@ -117,3 +117,27 @@ def test_cli_bench_help_lists_the_benchmarks(capsys):
     assert cli.main(["bench", "-h"]) == 0
     out = capsys.readouterr().out
     assert "throughput" in out and "accuracy" in out and max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_full_messages_give_the_drafter_the_conversation_before_the_callers_compression(chat):
+    from asymspec_agents.context import SystemMessage
+
+    full = [SystemMessage("Be brief."), UserMessage("A long note: " + "the fence is blue. " * 40), AssistantMessage("Noted."),
+            UserMessage("What colour is the fence?")]
+    comp = [SystemMessage("Be brief."), UserMessage("Summary: a note about a fence."), full[-1]]
+    reply = chat.reply(comp, full_messages=full, max_new_tokens=4)
+    views = chat.context.render_pair(full, comp)
+    assert (reply.usage.full_input_tokens, reply.usage.input_tokens) == (len(views.full_ids), len(views.comp_ids))
+    assert views.full_ids == chat.context.render(full).full_ids  # both rendered whole: no policy compression
+    assert views.comp_ids == chat.context.render(comp).full_ids
+    assert "the fence is blue" in views.full_text and "the fence is blue" not in views.comp_text
+
+
+def test_with_later_messages_appends_what_the_call_added_after_the_shared_history():
+    from asymspec_agents.context import SystemMessage
+    from asymspec_agents.context.messages import with_later_messages
+
+    system, a, b, c = SystemMessage("sys"), UserMessage("a"), AssistantMessage("b"), UserMessage("c")
+    instruction = UserMessage("answer now")
+    assert with_later_messages([a, b, c], [system, UserMessage("summary"), c, instruction]) == [system, a, b, c, instruction]
+    assert with_later_messages([a, b], [UserMessage("unrelated")]) == [a, b]  # nothing shared: full alone

@@ -19,6 +19,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from asymspec_agents.chat import ChatReply
 from asymspec_agents.context import AssistantMessage, ToolCall, ToolResult, UserMessage
 from asymspec_agents.context import SystemMessage as CoreSystemMessage
+from asymspec_agents.context.messages import with_later_messages as core_with_later_messages
 from asymspec_agents.context.tool_format import InvalidToolCall, ParsedToolCall
 from asymspec_agents.errors import InvalidInputError
 
@@ -186,16 +187,8 @@ def final_chunk(reply: ChatReply, model_name: str) -> AIMessageChunk:
 
 
 def with_later_messages(full: list[BaseMessage], call: list[BaseMessage]) -> list[BaseMessage]:
-    """The drafter's conversation for a call that passes `full_messages=full`: `full`, led by the call's system
-    message when it has none, and followed by the call's messages after the last one the two share (what inner
-    middleware appended, e.g. an instruction, belongs to both views; if they share none, `full` stands alone).
-    Messages match by id, else by value."""
+    """`full_messages` completed for a call (core `with_later_messages`); LangChain messages match by id."""
     def same(a: BaseMessage, b: BaseMessage) -> bool:
         return a.id == b.id if a.id is not None and b.id is not None else a == b
 
-    out = list(full)
-    if call and call[0].type == "system" and not (out and out[0].type == "system"):
-        out.insert(0, call[0])
-    shared = [i for i, message in enumerate(call) if any(same(message, f) for f in out)]
-    return out + (list(call[shared[-1] + 1:]) if shared else [])
-
+    return core_with_later_messages(full, call, same)

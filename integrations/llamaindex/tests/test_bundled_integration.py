@@ -165,3 +165,41 @@ def test_the_heterogeneous_pair_completes_through_the_bridge():
     response = llm.complete("Name one planet of the solar system.")
     assert response.text.strip() and "User:" not in response.text
     assert response.additional_kwargs["asymspec_stats"]["drafted"] > 0
+
+
+NOTES = ["the tomatoes were planted in April along the south fence and the watering can is in the blue shed",
+         "the tyres were changed in October and the spare key hangs on the hook by the door",
+         "the kettle descaler is under the sink and the oven timer runs five minutes fast",
+         "the bicycle chain was oiled last week and the lock code is on the back of the calendar"]
+
+
+def test_function_agent_with_a_token_limited_memory_the_drafter_reads_the_whole_history(llm):
+    """`Memory(token_limit=...)` archives old turns; `with_full_history(memory)` hands the drafter all of them
+    while the verifier reads what the memory returns (measured per step from the usage counts)."""
+    from llama_index.core.memory import Memory
+
+    memory = Memory.from_defaults(session_id="notes", token_limit=160, chat_history_token_ratio=0.7,
+                                  token_flush_size=40)
+    agent = FunctionAgent(tools=[], llm=llm.with_full_history(memory), system_prompt="You keep notes.")
+
+    async def talk():
+        usages = []
+        for note in NOTES:
+            handler = agent.run(f"Remember this note: {note}. " * 2, memory=memory)
+            steps = [e async for e in handler.stream_events() if isinstance(e, AgentOutput)]
+            await handler
+            usages.append(steps[-1].raw["usage"])
+        return usages
+
+    usages = asyncio.run(talk())
+    archived = [m for m in memory.get_all() if m not in memory.get()]
+    assert archived  # the memory dropped old turns from what it returns ...
+    last = usages[-1]
+    assert last["full_prompt_tokens"] > last["prompt_tokens"]  # ... and the drafter still read them
+    every = llm.chat_core.context.render_pair(
+        [{"role": "system", "content": "You keep notes."}] + [{"role": m.role.value, "content": m.content}
+                                                               for m in memory.get_all()[:-1]],
+        [{"role": "user", "content": "x"}])
+    assert last["full_prompt_tokens"] == len(every.full_ids)  # exactly the whole history before the last reply
+    for before, after in zip(usages, usages[1:]):
+        assert after["full_prompt_tokens"] > before["full_prompt_tokens"]

@@ -52,3 +52,12 @@ def test_text_without_calls_is_returned_whole():
 def test_parsing_never_raises(text):
     parse_tool_calls(text)
     parse_tool_calls("<tool_call>" + text)
+
+
+def test_a_complete_call_whose_closing_tag_was_cut_off_still_parses():
+    from asymspec_agents.context.tool_format import parse_tool_calls
+
+    for cut in ("\n</", "\n</tool_c", "\n"):
+        parsed = parse_tool_calls('<tool_call>\n{"name": "calc", "arguments": {"x": 1}}' + cut)
+        assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("calc", {"x": 1})] and not parsed.invalid_tool_calls
+    assert parse_tool_calls('<tool_call>\n{"name": "calc", "arguments": {"x": ').invalid_tool_calls

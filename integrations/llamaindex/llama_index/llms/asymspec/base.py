@@ -34,6 +34,7 @@ from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.aio import iterate_in_thread
 from asymspec_agents.chat import AsymSpecChat
 from asymspec_agents.context import UserMessage
+from asymspec_agents.context.messages import with_later_messages
 from asymspec_agents.context.tool_format import ParsedToolCall
 from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
@@ -57,7 +58,9 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
 
     `engine=` takes an already built `AsymSpecEngine` instead of names (one engine per model pair per process:
     names go through `AsymSpecEngine.shared`). `policy=` is the dual-view memory's `CompressionPolicy`.
-    Per call, keyword arguments named like `GenerationConfig` fields (and `max_tokens`) override the settings.
+    Per call, keyword arguments named like `GenerationConfig` fields (and `max_tokens`) override the settings;
+    `full_messages=` gives the drafter the conversation before the caller's own compression (the verifier reads
+    `messages`), and `with_full_history(memory)` does so from an agent's `Memory` on every call.
     """
 
     verifier: str = Field(default="bundled", description="Verifier: hub id, local folder, .gguf file or 'bundled'.")
@@ -66,6 +69,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
     model_name: Optional[str] = Field(default=None, description="Name in metadata; default 'asymspec:<verifier>+<drafter>'.")
 
     _chat: AsymSpecChat = PrivateAttr()
+    _memory: Any = PrivateAttr(default=None)  # with_full_history: the drafter reads all of this memory
     _react_tools: Optional[list] = PrivateAttr(default=None)
     _react_initial_choice: Optional[str] = PrivateAttr(default=None)
 
@@ -99,6 +103,22 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
 
     def generation_config(self) -> GenerationConfig:
         return GenerationConfig(**{name: getattr(self, name) for name in GENERATION_FIELDS})
+
+    def with_full_history(self, memory: Any) -> "AsymSpecLLM":
+        """This LLM, for an agent that keeps its chat in `memory` (a LlamaIndex `Memory`, or anything with
+        `get_all()`): the drafter reads the memory's whole history on every call, the verifier what the agent
+        sends — what the memory returns under its token limit, with its memory blocks.
+
+            memory = Memory.from_defaults(token_limit=2000)
+            agent = FunctionAgent(tools=tools, llm=llm.with_full_history(memory))
+            await agent.run("...", memory=memory)
+        """
+        if not callable(getattr(memory, "get_all", None)):
+            raise InvalidInputError(f"with_full_history needs a memory with get_all(), got {type(memory).__name__}.")
+        copy = self.model_copy()
+        copy._chat, copy._memory = self._chat, memory
+        copy._react_tools, copy._react_initial_choice = self._react_tools, self._react_initial_choice
+        return copy
 
     def for_react(self, tools: Sequence[Any], initial_tool_choice: Optional[str] = None) -> "AsymSpecLLM":
         """This LLM for `ReActAgent(tools=tools, llm=llm.for_react(tools))`: same engine and memory, but every reply
@@ -227,6 +247,11 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
         kwargs = dict(kwargs)
         kwargs.pop("formatted", None)  # completion prompts are always wrapped in the chat template
         request = {key: kwargs.pop(key) for key in CHAT_OPTIONS if key in kwargs}
+        full = kwargs.pop("full_messages", None)
+        if full is None and self._memory is not None:
+            full = self._memory.get_all()
+        if full is not None:
+            request["full_messages"] = with_later_messages(to_core_messages(list(full)), list(messages))
         if request.get("tools") is not None:
             request["tools"] = [to_tool_spec(tool) for tool in request["tools"]] or None
         elif self._react_tools:
