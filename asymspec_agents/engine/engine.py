@@ -67,7 +67,8 @@ class AsymSpecEngine:
         self.remote = verifier if isinstance(verifier, RemoteVerifier) else None
         local_verifier = None if self.remote else verifier  # a server's model has no local weights to check
         self.drafter_tokenizer = drafter_tokenizer if drafter_tokenizer is not None else tokenizer
-        self.eos_token_ids = _eos_ids(tokenizer, verifier)
+        # a served verifier's generation config is not visible here: its family's (the drafter's) stands in
+        self.eos_token_ids = _eos_ids(tokenizer, drafter if self.remote and drafter is not None else verifier)
         self.bridge: VocabularyBridge | None = None
         try:
             self.vocab_size = check_shared_vocabulary(tokenizer, self.drafter_tokenizer, local_verifier, drafter)
@@ -95,8 +96,9 @@ class AsymSpecEngine:
                         dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
                         drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET) -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct) or "bundled-gemma"
-        (Gemma-3-270M base); a verifier "http://host:port/v1" is a vLLM server (engine/remote.py). `drafter=None` allows only `full`/`compressed`, except for a pair name:
-        `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
+        (Gemma-3-270M base); a verifier "http://host:port/v1" is a vLLM server (engine/remote.py).
+        `drafter=None` allows only `full`/`compressed`, except for a pair name: `verifier="bundled-hetero"` is
+        Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
 
         `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`)."""
         verifier, drafter = resolve_pair(verifier, drafter)

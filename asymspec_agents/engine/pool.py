@@ -112,12 +112,10 @@ class CachePool:
                 self._changed.notify_all()
 
     def clear(self) -> None:
-        """Forget every idle set; a set in use is dropped when its call ends."""
+        """Forget every set; a call in progress finishes on its own set, which is then gone."""
         with self._changed:
-            self._sets = [s for s in self._sets if s.busy]
-            for s in self._sets:
-                s.last_used = -1  # first to go once idle
-            self._evict()
+            self._sets = []
+            self._changed.notify_all()
 
     @property
     def stats(self) -> PoolStats:

@@ -196,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config)
     print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10)
+    # keep-alive longer than an agent's tool step: a client reusing a connection the server just closed fails
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10,
+                timeout_keep_alive=60)
     return 0
 
 
