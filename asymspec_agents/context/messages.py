@@ -184,4 +184,3 @@ def with_later_messages(full: list, call: list, same=operator.eq) -> list:
         out.insert(0, call[0])
     shared = [i for i, message in enumerate(call) if any(same(message, f) for f in out)]
     return out + (list(call[shared[-1] + 1:]) if shared else [])
-

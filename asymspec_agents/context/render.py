@@ -98,8 +98,8 @@ class DualContext:
         caller's own compression, e.g. a framework's context middleware), the verifier `comp_messages` (after
         it). Both are rendered whole: the caller's compression replaces this memory's policy."""
         specs = validate_tools(tools)
-        _, full_segments, prompt, full_ids = self._whole(full_messages, specs, query, True)
-        turns, comp_segments, comp_prompt, comp_ids = self._whole(comp_messages, specs, query, True)
+        turns, full_segments, prompt, full_ids = self._whole(full_messages, specs, query, True)
+        _, comp_segments, comp_prompt, comp_ids = self._whole(comp_messages, specs, query, True)
         report = CompressionReport(full_tokens=len(full_ids), comp_tokens=len(comp_ids), cl100k_note=self.cl100k.note,
                                    full_cl100k=self._cl100k(full_segments, prompt),
                                    comp_cl100k=self._cl100k(comp_segments, comp_prompt))

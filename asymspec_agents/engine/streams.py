@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from typing import Protocol
 
 import torch
 from transformers.cache_utils import DynamicLayer
@@ -16,6 +17,35 @@ from .kv_cache import make_cache
 from .stats import StreamStats
 
 PREFILL_CHUNK = 4096  # bounds attention memory on long prompts; one-shot prefill of 3k tokens is ~12% faster than 1k chunks
+
+
+class Stream(Protocol):
+    """What the decoding loop needs of a stream: `KVStream` (a local model) and `remote.RemoteStream` (a
+    verifier on a vLLM server) implement it."""
+
+    role: str
+    view: str
+    vocab_size: int
+    ids: list[int]  # what the stream has read
+    stats: StreamStats
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def start_call(self) -> None: ...
+
+    def sync(self, prompt: list[int], donors: list["Stream"] = ()) -> None:
+        """Hold `prompt[:-1]`; its last token is fed with the first block."""
+
+    def forward(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
+        """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them."""
+
+    def rollback(self, length: int) -> None: ...
+
+    def copy_prefix(self, donor: "Stream", length: int) -> None: ...
 
 
 class KVStream:

@@ -88,3 +88,15 @@ def test_a_tokenizer_of_another_family_is_refused_at_start_up(server):
     _, gemma = load_model("bundled-gemma")
     with pytest.raises(RemoteVerifierError, match="tokenizes differently"):
         RemoteVerifier(server.base_url, gemma)
+
+
+def test_chat_models_take_the_server_as_their_verifier(server):
+    from asymspec_agents.chat import AsymSpecChat
+
+    chat = AsymSpecChat(AsymSpecEngine.shared(server.base_url, "bundled"))
+    reply = chat.reply(QUESTION, max_new_tokens=12)
+    assert reply.text and reply.usage.input_tokens > 0 and reply.stats.streams["V_comp"].decode_forwards > 0
+    langchain = pytest.importorskip("langchain_asymspec")
+    message = langchain.ChatAsymSpec(verifier=server.base_url, drafter="bundled", max_tokens=12).invoke(
+        QUESTION[0]["content"])
+    assert message.content == reply.text  # the same engine, the same greedy reply

@@ -141,6 +141,21 @@ def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafte
     assert messages[-1].content == ceiling.content
 
 
+def test_with_the_distilled_drafter_the_cleared_fact_is_recovered_and_the_verifier_alone_misses_it(agent_example):
+    """Measured with `bundled-small` (the paper's rule with the bonus fused): the same agent answers 5969 from the
+    drafter's uncleared view; the verifier alone on the cleared view does not."""
+    def answer(**settings):
+        llm = ChatAsymSpec(verifier="bundled", drafter="bundled-small", max_tokens=32, **settings)
+        budget = agent_example.ToolBudget(1, answer_prompt="Now answer: what is the access code?")
+        clear = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=0)])
+        agent = create_agent(llm, [read_handbook], middleware=[AsymSpecMiddleware(), clear, budget])
+        return agent.invoke({"messages": [HumanMessage("Read the handbook: I need the server room's access code.")]}
+                            )["messages"][-1].content
+
+    assert "5969" in answer(fuse_bonus=True)
+    assert "5969" not in answer(mode="compressed")
+
+
 def test_the_saved_history_survives_a_sqlite_checkpointer_resume(llm, tmp_path):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
