@@ -19,7 +19,7 @@ BENCHMARKS = {
     "decisions": ("decisions", "decision-point scheduling on and off"),
     "drafters": ("drafters", "a drafter's cost per token against its verifier"),
     "serve": ("serve", "latency and throughput of many clients, in process and over HTTP"),
-    "remote": ("remote", "the verifier on a vLLM server vs in process (needs make vllm-venv)"),
+    "remote": ("remote", "the verifier on a vLLM server vs in process (make vllm-venv)"),
 }
 
 

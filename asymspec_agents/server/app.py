@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..aio import iterate_in_thread
 from ..chat import AsymSpecChat
 from ..engine import GenerationConfig
+from ..engine.remote import RemoteVerifierError
 from ..errors import AsymSpecError, ContextTooLongError
 from . import openai_format as wire
 
@@ -105,8 +106,11 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
 
         if not body.stream:
             reply = None
-            async for delta in all_deltas():
-                reply = delta.reply or reply
+            try:
+                async for delta in all_deltas():
+                    reply = delta.reply or reply
+            except AsymSpecError as exc:  # e.g. a remote verifier that went down mid-reply
+                return _client_error(exc)
             return wire.completion(reply, model_name, request_id)
         include_usage = bool((body.stream_options or {}).get("include_usage"))
         return StreamingResponse(_events(all_deltas(), model_name, request_id, include_usage),
@@ -149,6 +153,8 @@ def _event(body: dict) -> str:
 
 
 def _client_error(exc: AsymSpecError) -> JSONResponse:
+    if isinstance(exc, RemoteVerifierError):  # the verifier's own server failed, not the request
+        return JSONResponse(wire.error_body(str(exc), "upstream_error"), status_code=502)
     code = "context_length_exceeded" if isinstance(exc, ContextTooLongError) else None
     return JSONResponse(wire.error_body(str(exc), code=code), status_code=400)
 
