@@ -138,6 +138,18 @@ def build_agent(llm: ChatAsymSpec, tools: list, calls: int = 2, checkpointer=Non
     return create_agent(llm, tools, system_prompt=SYSTEM, middleware=[ToolBudget(calls)], checkpointer=checkpointer)
 
 
+def print_message(console: Console, message, who: str) -> None:
+    """One line per tool call, answer or tool result, as `who` (the graph node) produced it."""
+    if isinstance(message, AIMessage) and message.tool_calls:
+        for call in message.tool_calls:
+            console.print(f"[cyan]{who}[/cyan] calls {call['name']}({escape(str(call['args']))})")
+    elif isinstance(message, AIMessage):
+        console.print(f"[cyan]{who}[/cyan] answers: {escape(message.text.strip())}")
+    elif isinstance(message, ToolMessage):
+        first = message.text.strip().splitlines()[0] if message.text.strip() else ""
+        console.print(f"[magenta]{message.name}[/magenta] returned {len(message.text)} chars: {escape(first[:80])}")
+
+
 def step_rows(messages) -> list[dict]:
     """One row per AI message: what it did and its speculation stats."""
     rows = []
@@ -183,14 +195,7 @@ def main(argv=None) -> None:
         for node, state in update.items():
             for message in (state or {}).get("messages", []):
                 messages.append(message)
-                if isinstance(message, AIMessage) and message.tool_calls:
-                    for call in message.tool_calls:
-                        console.print(f"[cyan]{node}[/cyan] calls {call['name']}({escape(str(call['args']))})")
-                elif isinstance(message, AIMessage):
-                    console.print(f"[cyan]{node}[/cyan] answers: {escape(message.text.strip())}")
-                elif isinstance(message, ToolMessage):
-                    first = message.text.strip().splitlines()[0] if message.text.strip() else ""
-                    console.print(f"[magenta]{message.name}[/magenta] returned {len(message.text)} chars: {escape(first[:80])}")
+                print_message(console, message, node)
     console.print()
     console.print(stats_table(step_rows(messages)))
     console.print(f"total {time.perf_counter() - started:.1f} s")

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import time
-import urllib.request
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from asymspec_agents.server.process import ServerProcess
-from langgraph_agent import QUESTION, ReferenceSearch, build_agent, make_tools, python_reference
+from asymspec_agents.server.process import ServerProcess, server_health
+from langgraph_agent import QUESTION, ReferenceSearch, build_agent, make_tools, print_message, python_reference
 
 
 def main(argv=None) -> None:
@@ -47,17 +45,10 @@ def main(argv=None) -> None:
         started = time.perf_counter()
         messages = agent.invoke({"messages": [HumanMessage(args.question)]})["messages"]
         for message in messages:
-            if isinstance(message, AIMessage) and message.tool_calls:
-                for call in message.tool_calls:
-                    console.print(f"model calls {call['name']}({escape(str(call['args']))})")
-            elif isinstance(message, AIMessage):
-                console.print(f"model answers: {escape(message.text.strip())}")
-            elif isinstance(message, ToolMessage):
-                console.print(f"[magenta]{message.name}[/magenta] returned {len(message.text)} chars")
+            print_message(console, message, "model")
         console.print()
         console.print(usage_table(messages))
-        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=10) as response:
-            pool = json.load(response)["cache_pool"]
+        pool = server_health(base_url)["cache_pool"]
         console.print(f"total {time.perf_counter() - started:.1f} s; server cache pool: {pool['calls']} calls, "
                       f"{pool['continued']} continued their conversation's cache ({pool['hit_rate']:.0%})")
 

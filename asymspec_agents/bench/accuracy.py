@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text
+from .common import RESULTS, markdown_table, median, pydoc_text, pyplot
 from .tasks import Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared
@@ -419,10 +419,7 @@ def render_markdown(results: dict) -> str:
 
 
 def plot_all(results: dict, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if "accuracy" in results:
         rows = results["accuracy"]

@@ -16,6 +16,20 @@ def pydoc_text() -> str:
     return "\n\n".join(topics[name] for name in sorted(topics))
 
 
+def pyplot(optional: bool = False):
+    """matplotlib's pyplot on the file-only Agg backend; with `optional`, None when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        if optional:
+            return None
+        raise
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def median(values) -> float:
     return float(statistics.median(values)) if values else float("nan")
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .common import pyplot
+
 NON_LLM_TARGET_MS_PER_1K = 20.0
 CACHED_STEP_TARGET_MS = 50.0
 STDLIB_MODULES = ("os.path", "shutil", "json", "textwrap", "difflib", "fnmatch", "glob", "statistics", "html",
@@ -390,10 +392,7 @@ def _markdown(results: dict) -> str:
 
 
 def _plot(results: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     rows = results["compressors"][::-1]  # barh draws bottom-up; keep the table's order top-down

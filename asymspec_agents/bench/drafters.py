@@ -15,7 +15,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, write_json
+from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,12 +103,8 @@ def write_outputs(report: dict, prefix: str) -> None:
 
 
 def plot(report: dict, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot(optional=True)
+    if plt is None:
         return
     names, lengths = list(report["models"]), list(report["contexts"])
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))

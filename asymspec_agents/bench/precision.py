@@ -15,7 +15,7 @@ import copy
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, pydoc_text, write_json
+from .common import RESULTS, markdown_table, pydoc_text, pyplot, write_json
 
 SLOTS = 16
 
@@ -153,10 +153,7 @@ def _block_over_sequential(rows: list[dict], sequential: list[dict]) -> float:
 
 
 def plot(report: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for precision, rows in report["per_slot"].items():

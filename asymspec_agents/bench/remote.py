@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, write_json
+from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
 
 MODES = ("compressed", "asymmetric")
 
@@ -110,12 +110,8 @@ def write_outputs(report: dict, prefix: str) -> None:
 
 
 def plot(report: dict, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot(optional=True)
+    if plt is None:
         return
     contexts = sorted({r["context"] for r in report["rows"]})
     fig, ax = plt.subplots(figsize=(7, 3.6))

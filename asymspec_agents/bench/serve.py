@@ -11,16 +11,14 @@ second of the whole run; the hit rate is the share of calls the cache pool serve
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, write_json
+from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
 
 SYSTEM = "You are a concise assistant. Answer in one sentence."
 
@@ -56,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                     pool = lambda: vars(chat.engine.pool.stats)  # noqa: E731
                 else:
                     ask = lambda messages: _ask_http(client, messages, args.max_tokens)  # noqa: E731
-                    pool = lambda: _health(server)["cache_pool"]  # noqa: E731
+                    pool = lambda: server.health()["cache_pool"]  # noqa: E731
                 runs.append({"transport": transport, "clients": n, **_run(ask, pool, docs, args.turns)})
     report = {"verifier": args.verifier, "drafter": args.drafter, "threads": threads, "turns": args.turns,
               "max_tokens": args.max_tokens, "date": time.strftime("%Y-%m-%d"), "runs": runs}
@@ -113,11 +111,6 @@ def _ask_http(client, messages, max_tokens: int) -> tuple[str, int]:
     return reply.choices[0].message.content or "", reply.usage.completion_tokens
 
 
-def _health(server) -> dict:
-    with urllib.request.urlopen(server.base_url.removesuffix("/v1") + "/health", timeout=10) as response:
-        return json.load(response)
-
-
 def _documents(tokenizer, count: int, tokens: int = 300) -> list[str]:
     """`count` different ~300-token passages of Python's reference documentation."""
     ids = tokenizer(pydoc_text(), add_special_tokens=False)["input_ids"]
@@ -148,12 +141,8 @@ def write_outputs(report: dict, prefix: str) -> None:
 
 
 def plot(report: dict, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot(optional=True)
+    if plt is None:
         return
     fig, (latency, throughput) = plt.subplots(1, 2, figsize=(9, 3.6))
     for transport, style in (("in-process", "-o"), ("http", "--s")):

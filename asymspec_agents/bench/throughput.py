@@ -14,7 +14,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, write_json
+from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
 
 # engine systems are "mode" or "mode rule"; "asymmetric ratio" keeps the paper's K = 2, the others take --k-max
 SYSTEMS = ("hf_generate", "hf_assisted", "full", "symmetric_full", "asymmetric ratio", "asymmetric fused")
@@ -211,10 +211,7 @@ def write_outputs(report: dict, prefix: str) -> None:
 
 
 def plot(report: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lengths = [e["prompt_tokens"] for e in report["lengths"]]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))

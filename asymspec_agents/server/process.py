@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -38,18 +39,15 @@ class ServerProcess:
         command = [sys.executable, "-m", "asymspec_agents.cli", "serve", "--host", "127.0.0.1",
                    "--port", str(self.port), *self.args]
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
+        if not wait_until_up(f"http://127.0.0.1:{self.port}/health", self.process, self.start_timeout):
             if self.process.poll() is not None:
                 raise RuntimeError(f"asymspec serve exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"asymspec serve did not answer /health within {self.start_timeout:.0f} s:\n{self.log()}")
+            self.stop()
+            raise RuntimeError(f"asymspec serve did not answer /health within {self.start_timeout:.0f} s:\n{self.log()}")
+        return self
+
+    def health(self) -> dict:
+        return server_health(self.base_url)
 
     def __exit__(self, *exc) -> None:
         self.stop()
@@ -69,6 +67,25 @@ class ServerProcess:
     def log(self) -> str:
         self._log.seek(0)
         return self._log.read()
+
+
+def wait_until_up(url: str, process: subprocess.Popen, timeout: float, poll: float = 0.5) -> bool:
+    """Whether `url` answered 200 within `timeout` seconds; False early if `process` exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(poll)
+    return False
+
+
+def server_health(base_url: str) -> dict:
+    """`GET /health` of an `asymspec serve` at `base_url` (its /v1 address): queue and cache-pool stats."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=10) as response:
+        return json.load(response)
 
 
 def free_port() -> int:

@@ -15,10 +15,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+from .process import free_port, wait_until_up
 
 VENV = Path(".venv-vllm")
 RUN_DIR = Path(".vllm")
@@ -31,7 +30,6 @@ class VllmProcess:
     def __init__(self, model_dir: str | None = None, *, port: int | None = None, venv: Path = VENV,
                  max_model_len: int = 4096, start_timeout: float = 300.0, workdir: Path | None = None):
         """`workdir`: where the log and vLLM's cache go (default: a temporary folder removed with this object)."""
-        from .process import free_port
 
         self.venv, self.max_model_len, self.start_timeout = Path(venv), max_model_len, start_timeout
         self.model_dir = model_dir or bundled_folder()
@@ -67,16 +65,10 @@ class VllmProcess:
                    "--block-size", "32", "--host", "127.0.0.1", "--port", str(self.port)]
         log = open(self.log_path, "w")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.log()[-3000:]}")
-            try:
-                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(1.0)
+        if wait_until_up(self.base_url + "/models", self.process, self.start_timeout, poll=1.0):
+            return
+        if self.process.poll() is not None:
+            raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.log()[-3000:]}")
         self.stop()
         raise RuntimeError(f"vLLM did not answer within {self.start_timeout:.0f} s:\n{self.log()[-3000:]}")
 

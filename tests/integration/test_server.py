@@ -55,14 +55,6 @@ def test_streaming_gives_the_same_text_and_a_usage_chunk(client):
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
 
 
-def health(server) -> dict:
-    import json
-    import urllib.request
-
-    with urllib.request.urlopen(server.base_url.removesuffix("/v1") + "/health", timeout=10) as response:
-        return json.load(response)
-
-
 def test_malformed_requests_get_4xx_with_a_message(client, server):
     with pytest.raises(openai.BadRequestError, match="unknown role"):
         client.chat.completions.create(model="asymspec", messages=[{"role": "wizard", "content": "hi"}])
@@ -114,7 +106,7 @@ def test_eight_clients_with_growing_conversations_get_their_serial_replies(clien
     assert not errors and not any(t.is_alive() for t in threads), errors
     for i in range(CLIENTS):
         assert together[i] == serial[i], i
-    pool = health(server)["cache_pool"]  # every turn after a conversation's first continued its own cache set
+    pool = server.health()["cache_pool"]  # every turn after a conversation's first continued its own cache set
     assert pool["continued"] >= 2 * CLIENTS * (TURNS - 1) and pool["evictions"] == 0, pool
 
 
