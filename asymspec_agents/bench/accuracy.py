@@ -124,12 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", nargs="+", choices=RULES, help="keep AsymSpec systems with these acceptance rules")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "accuracy"), help="output folder")
+    parser.add_argument("--merge", nargs="+", metavar="DIR", help="write one result from the results.json of parts "
+                        "of a grid run in separate processes (no model runs)")
     args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        results = merge_parts([json.loads((Path(d) / "results.json").read_text()) for d in args.merge])
+        write_results(results, out)
+        return 0
     from ..engine import AsymSpecEngine
 
     engine = AsymSpecEngine.shared(*PAIRS[args.pair])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     results = {"pair": args.pair, "quick": args.quick, "seed": args.seed, "date": time.strftime("%Y-%m-%d"),
                "machine": _machine()}
     if args.what in ("accuracy", "cost", "all"):
@@ -144,15 +150,56 @@ def main(argv: list[str] | None = None) -> int:
                            "systems": [system.name for system in run_plan["systems"]],
                            "timing": run_plan.get("timing", "warm")}
         records = run_accuracy(engine, run_plan, args.seed)
-        results["accuracy"] = summarize(records, run_plan["systems"])
+        results["accuracy"] = summarize(records, results["plan"]["systems"])
         results["records"] = records
     if args.what in ("scaling", "all"):
         results["scaling"] = run_scaling(engine, steps=12)
+    write_results(results, out)
+    return 0
+
+
+def write_results(results: dict, out: Path) -> None:
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "results.md").write_text(render_markdown(results))
     plot_all(results, out)
     print((out / "results.md").read_text())
-    return 0
+
+
+def merge_parts(parts: list[dict]) -> dict:
+    """One result from parts of one grid run made in separate processes (to use more cores): their records
+    joined and summarized again. The parts must share pair, seed, items, systems and timing, and no setting may
+    be in two parts; the first part's scaling run, if any, is kept."""
+    first = parts[0]
+    same = ("pair", "seed", "quick")
+    same_plan = ("items", "systems", "timing")
+    for part in parts[1:]:
+        for key in same:
+            if part[key] != first[key]:
+                raise ValueError(f"cannot merge runs with different {key}: {first[key]!r} and {part[key]!r}")
+        for key in same_plan:
+            if part["plan"].get(key) != first["plan"].get(key):
+                raise ValueError(f"cannot merge runs with different plan {key}: {first['plan'].get(key)!r} and "
+                                 f"{part['plan'].get(key)!r}")
+    settings: dict[str, list] = {}
+    for part in parts:
+        for task, found in part["plan"]["settings"].items():
+            for setting in found:
+                if setting in settings.get(task, []):
+                    raise ValueError(f"the setting {task} {setting} is in two parts: merge each setting once")
+                settings.setdefault(task, []).append(setting)
+    records = [r for part in parts for r in part["records"]]
+    grid = plan(first["quick"], first["pair"])
+    whole = {task: [list(s) for s in found] for task, found in grid["settings"].items()}
+    merged = {key: first[key] for key in (*same, "machine")}
+    merged.update(date=max(part["date"] for part in parts),
+                  plan={**first["plan"], "settings": settings}, accuracy=summarize(records, first["plan"]["systems"]),
+                  records=records, parts=len(parts))
+    if settings != whole or first["plan"]["items"] != grid["items"]:
+        merged["run"] = f"part of the {'quick' if first['quick'] else 'full'} grid"
+    scaling = next((part["scaling"] for part in parts if "scaling" in part), None)
+    if scaling:
+        merged["scaling"] = scaling
+    return merged
 
 
 # -- accuracy and cost ---------------------------------------------------------------------------------------
@@ -217,27 +264,28 @@ def policy_for(task: str, compressor: str, ratio, tokenizer, items: list[Item]):
     return CompressionPolicy(budgets={kind: max(16, int(typical / ratio))}, compressors={kind: compressor})
 
 
-def summarize(records: list[dict], system_list: list[System], resamples: int = 1000) -> list[dict]:
-    """Test-split accuracy, gap closed with paired bootstrap intervals, cost; plus β chosen on the dev split."""
+def summarize(records: list[dict], names: list[str], resamples: int = 1000) -> list[dict]:
+    """Test-split accuracy, gap closed with paired bootstrap intervals, cost; plus β chosen on the dev split;
+    one row per (setting, system name in `names`)."""
     rows = []
     groups = sorted({(r["task"], r["compressor"], r["ratio"] or 0) for r in records})
     for task, compressor, ratio in groups:
         group = [r for r in records if (r["task"], r["compressor"], r["ratio"] or 0) == (task, compressor, ratio)]
-        by_system = {s.name: {r["item"]: r for r in group if r["system"] == s.name} for s in system_list}
+        by_system = {name: {r["item"]: r for r in group if r["system"] == name} for name in names}
         test_items = sorted({r["item"] for r in group if r["split"] == "test"})
         dev_items = sorted({r["item"] for r in group if r["split"] == "dev"})
         floor, ceiling = by_system["floor"], by_system["ceiling"]
         ceiling_flops = _mean([ceiling[i]["verifier_flops"] for i in test_items])
         ceiling_seconds = median([ceiling[i]["seconds"] for i in test_items])
-        chosen = {max((s.name for s in system_list if _rule(s.name) == rule),
+        chosen = {max((name for name in names if _rule(name) == rule),
                       key=lambda name: (_accuracy(by_system[name], dev_items), -_beta(name)))
-                  for rule in RULES if any(_rule(s.name) == rule for s in system_list)}
-        for system in system_list:
-            runs = by_system[system.name]
+                  for rule in RULES if any(_rule(name) == rule for name in names)}
+        for name in names:
+            runs = by_system[name]
             low, high = _bootstrap_gap(runs, floor, ceiling, test_items, resamples)
             rows.append({
-                "task": task, "compressor": compressor, "ratio": ratio or None, "system": system.name,
-                "chosen_on_dev": system.name in chosen, "n_test": len(test_items),
+                "task": task, "compressor": compressor, "ratio": ratio or None, "system": name,
+                "chosen_on_dev": name in chosen, "n_test": len(test_items),
                 "accuracy": _accuracy(runs, test_items), "gap_closed": _gap(runs, floor, ceiling, test_items),
                 "gap_closed_ci": [low, high],
                 "acceptance": _mean([runs[i]["acceptance"] for i in test_items if runs[i]["acceptance"] is not None]),

@@ -75,7 +75,7 @@ def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000,
 
 def tool_selection(count: int, seed: int = 0, tools_per_item: int = 6) -> list[Item]:
     rng = random.Random(f"tools-{seed}")
-    candidates = _documented_functions()
+    candidates = documented_functions()
     items = []
     for i in range(count):
         chosen = rng.sample(candidates, tools_per_item)
@@ -131,10 +131,11 @@ def _haystack(rng: random.Random, docs: list[str], chars: int, facts: list[str])
     return "\n\n".join(parts)
 
 
-def _documented_functions() -> list[tuple[str, ToolSpec, str]]:
-    """(tool name, full spec, a later docstring sentence) for public stdlib functions with rich docstrings."""
+def documented_functions(modules=tuple(TOOL_MODULES)) -> list[tuple[str, ToolSpec, str]]:
+    """(tool name, full spec, a later docstring sentence) for the public functions of `modules` with rich docstrings
+    (the tools task's; distillation's tool prompts use other modules)."""
     found = []
-    for module_name in TOOL_MODULES:
+    for module_name in modules:
         module = importlib.import_module(module_name)
         for attr in sorted(dir(module)):
             function = getattr(module, attr)

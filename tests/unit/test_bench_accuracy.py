@@ -43,15 +43,15 @@ def record(item, system, correct, split="test"):
 
 
 def test_gap_closed_is_the_share_of_the_floor_to_ceiling_gap_recovered():
-    systems = accuracy.systems([1.0, 2.0], [True], rules=["ratio"])
-    names = ("floor", "ceiling", "symmetric", "ratio β=1", "ratio β=2")
+    names = [s.name for s in accuracy.systems([1.0, 2.0], [True], rules=["ratio"])]
+    assert names == ["floor", "ceiling", "symmetric", "ratio β=1", "ratio β=2"]
     records = []
     for i in range(4):
         records += [record(f"i{i}", "floor", False), record(f"i{i}", "ceiling", True),
                     record(f"i{i}", "symmetric", False), record(f"i{i}", "ratio β=1", i < 2),
                     record(f"i{i}", "ratio β=2", False)]
     records += [record("d0", name, name != "ratio β=2", split="dev") for name in names]
-    rows = {r["system"]: r for r in accuracy.summarize(records, systems, resamples=200)}
+    rows = {r["system"]: r for r in accuracy.summarize(records, names, resamples=200)}
     assert rows["ratio β=1"]["accuracy"] == 0.5 and rows["ratio β=1"]["gap_closed"] == 0.5
     assert rows["symmetric"]["gap_closed"] == 0.0 and rows["ceiling"]["gap_closed"] == 1.0
     low, high = rows["ratio β=1"]["gap_closed_ci"]
@@ -70,7 +70,7 @@ def test_tiny_end_to_end_run_writes_tables_and_plots(tmp_path):
     records = accuracy.run_accuracy(engine, run_plan, seed=0)
     assert len(records) == 2 * 3 * 7  # floor, ceiling, symmetric, two β under each of two rules
     assert all(r["comp_tokens"] < r["full_tokens"] for r in records)
-    rows = accuracy.summarize(records, run_plan["systems"], resamples=50)
+    rows = accuracy.summarize(records, [s.name for s in run_plan["systems"]], resamples=50)
     results = {"pair": "tiny", "quick": True, "date": "today", "machine": "test", "accuracy": rows}
     (tmp_path / "results.md").write_text(accuracy.render_markdown(results))
     accuracy.plot_all(results, tmp_path)
@@ -122,3 +122,23 @@ def test_a_plan_narrows_to_the_chosen_settings_and_systems():
     assert narrowed["settings"] == {"needle": [("head_tail", 4), ("head_tail", 8)], "tools": [("signatures", None)]}
     assert [s.name for s in narrowed["systems"]] == ["floor", "ceiling", "symmetric", "fused β=1 no-gate"]
     assert accuracy.narrow(accuracy.plan(quick=True)) == accuracy.plan(quick=True)
+
+
+def test_parts_run_in_separate_processes_merge_into_one_result():
+    names = ["floor", "ceiling", "symmetric"]
+
+    def part(task, correct):
+        records = [{**record(f"i{i}", name, correct if name == "symmetric" else name == "ceiling"), "task": task}
+                   for i in range(3) for name in names]
+        return {"pair": "bundled", "seed": 0, "quick": False, "date": "d", "machine": "m", "records": records,
+                "plan": {"items": 3, "systems": names, "settings": {task: [["head_tail", 4]]}}}
+
+    merged = accuracy.merge_parts([part("needle", True), {**part("retention", False), "scaling": {"steps": []}}])
+    assert merged["plan"]["settings"] == {"needle": [["head_tail", 4]], "retention": [["head_tail", 4]]}
+    assert merged["run"] == "part of the full grid" and merged["scaling"] == {"steps": []}
+    rows = {(r["task"], r["system"]): r for r in merged["accuracy"]}
+    assert rows["needle", "symmetric"]["gap_closed"] == 1.0 and rows["retention", "symmetric"]["gap_closed"] == 0.0
+    with pytest.raises(ValueError, match="in two parts"):
+        accuracy.merge_parts([part("needle", True), part("needle", False)])
+    with pytest.raises(ValueError, match="different seed"):
+        accuracy.merge_parts([part("needle", True), {**part("retention", True), "seed": 1}])

@@ -1,12 +1,17 @@
 """Chat-formatted training prompts from text that ships with Python: the standard library's docstrings.
 
-Three kinds, each a conversation the verifier answers itself (its greedy reply is the training target):
+Each is a conversation the verifier answers itself (its greedy reply is the training target). `build_examples`:
 - `passage`: a question over retrieved documents with facts planted at random depths (plus distractor facts);
 - `turns`: a fact said in passing early in a conversation, turns of filler, then a question about it;
 - `plain`: a question over documents with no planted fact (what the documents are about).
+`build_tool_examples` (agent transcripts; the reply is decoded under the tool grammar the product uses):
+- `tool_call`: six stdlib functions (by default) as tools (full schemas; the compressed view shows signatures) and a request
+  that paraphrases one docstring: the reply is the call;
+- `tool_result`: a search call already made and its long output with a planted fact: the reply answers from it
+  (the compressed view holds a compressed tool output).
 
-The benchmarks build their haystacks from `pydoc_data.topics` with other fact wordings and names; these use the
-standard library's docstrings, so no benchmark item or passage is trained on.
+The benchmarks build their haystacks from `pydoc_data.topics` with other fact wordings and names, and their tools
+from other modules; these use the standard library's docstrings, so no benchmark item, passage or tool is trained on.
 """
 
 from __future__ import annotations
@@ -15,17 +20,23 @@ import ast
 import random
 import re
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ...context import AssistantMessage, CompressionPolicy, Passage, SystemMessage, UserMessage
+from ...context import (AssistantMessage, CompressionPolicy, Passage, SystemMessage, ToolCall, ToolResult, ToolSpec,
+                        UserMessage)
 
 NAMES = ["Mira", "Tomas", "Anouk", "Kenji", "Ravi", "Lena", "Omar", "Greta", "Paulo", "Ines", "Yusuf", "Hana"]
 PLACES = ["north", "south", "east", "west", "upper", "lower", "old", "new", "main", "back"]
 OBJECTS = ["gate", "office", "archive", "workshop", "garage", "library", "cellar", "studio", "tower", "depot"]
 THINGS = ["locker", "order", "membership", "room", "invoice", "ticket", "badge", "account"]
 KINDS = {"passage": 0.55, "turns": 0.30, "plain": 0.15}
+TOOL_KINDS = {"tool_call": 0.4, "tool_result": 0.6}
+# modules whose functions become tools here; none is one of the tools task's (bench.tasks.TOOL_MODULES)
+TOOL_MODULES = ("ast", "bz2", "codecs", "dataclasses", "email.utils", "fileinput", "gzip", "inspect", "ipaddress",
+                "linecache", "locale", "logging", "mimetypes", "ntpath", "platform", "quopri", "site", "subprocess",
+                "sysconfig", "tarfile", "tempfile", "threading", "tokenize", "traceback", "typing", "uuid")
 
 
 @dataclass
@@ -35,6 +46,8 @@ class Example:
     answer: str | None  # the planted value, if any
     policy: CompressionPolicy  # how this example's compressed view is made
     query: str | None = None  # for query-aware compressors
+    tools: list = field(default_factory=list)  # ToolSpecs offered to the model
+    tool_choice: str | None = None  # as in a request: "required" (the reply is a call) or "none"
 
 
 @lru_cache(maxsize=1)
@@ -98,6 +111,51 @@ def build_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8), com
                                    compressors={budget_kind: compressor})
         out.append(Example(kind, messages, value, policy, question if compressor == "bm25" else None))
     return out
+
+
+def build_tool_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8),
+                        compressors=("head_tail", "bm25"), haystack_chars=(1500, 7000), tools_per_example: int = 6
+                        ) -> list[Example]:
+    """`count` agent-transcript examples (`tool_call` and `tool_result`), deterministic in `seed`."""
+    from ...bench.tasks import documented_functions
+
+    rng = random.Random(f"distill-tools-{seed}")
+    paragraphs, functions = stdlib_paragraphs(), documented_functions(TOOL_MODULES)
+    kinds, weights = zip(*TOOL_KINDS.items())
+    out = []
+    for _ in range(count):
+        if rng.choices(kinds, weights)[0] == "tool_call":
+            chosen = rng.sample(functions, tools_per_example)
+            target, _, hint = chosen[0]
+            rng.shuffle(chosen)
+            request = rng.choice(["Call the tool that does this: {}", "{} Use the right tool for that.",
+                                  "I need a function for this job: {} Call it."]).format(hint)
+            messages = [SystemMessage(rng.choice(["Call the one tool that fits the request.",
+                                                  "You are an agent. Answer by calling a tool."])), UserMessage(request)]
+            out.append(Example("tool_call", messages, target, CompressionPolicy(), request,
+                               tools=[spec for _, spec, _ in chosen], tool_choice="required"))
+            continue
+        sentence, question, value = _fact(rng)
+        others = [_fact(rng)[0] for _ in range(rng.randint(0, 2))]
+        text = _haystack(rng, paragraphs, rng.randint(*haystack_chars), [sentence, *others])
+        words = [w.strip("?.,'") for w in question.split()[2:8] if len(w) > 3]
+        call = ToolCall("call_0", "search_notes", {"query": " ".join(words[:4])})
+        messages = [SystemMessage("You are a helpful assistant. Use the tools to look things up before answering."),
+                    UserMessage(question), AssistantMessage(tool_calls=[call]),
+                    ToolResult("call_0", "search_notes", text)]
+        if rng.random() < 0.5:  # an agent loop's nudge to answer now (as examples/langgraph_agent.py sends)
+            messages.append(UserMessage("Now answer my question from the search results."))
+        tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        compressor = rng.choice(compressors)
+        policy = CompressionPolicy(budgets={"tool_result": max(16, tokens // rng.choice(ratios))},
+                                   compressors={"tool_result": compressor})
+        out.append(Example("tool_result", messages, value, policy, question if compressor == "bm25" else None,
+                           tools=[SEARCH_TOOL], tool_choice="none"))
+    return out
+
+
+SEARCH_TOOL = ToolSpec("search_notes", "Search the team's notes and documents; returns the best matching sections "
+                       "in full.", {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
 
 
 def _value(rng: random.Random) -> str:

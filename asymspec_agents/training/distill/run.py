@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...errors import AsymSpecError
 from ...models.students import StudentSpec, assemble_student
-from .examples import build_examples
+from .examples import build_examples, build_tool_examples
 from .teacher import teacher_records
 from .train import TrainConfig, evaluate, train
 
@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verifier", default="bundled", help="the teacher (and the weights the student is cut from)")
     parser.add_argument("--examples", type=int, default=450, help="training prompts")
     parser.add_argument("--dev", type=int, default=60, help="held-out prompts for the report")
+    parser.add_argument("--tool-examples", type=int, default=0, help="agent-transcript prompts (tool calls, answers "
+                        "from tool outputs) added to the training prompts; the dev split gets the same share")
     parser.add_argument("--trunk", type=int, default=StudentSpec.trunk, help="first layers copied verbatim (frozen)")
     parser.add_argument("--top", type=int, nargs="+", default=list(StudentSpec.top),
                         help="verifier layers copied above the trunk and trained")
@@ -59,12 +61,20 @@ def run(args: argparse.Namespace) -> dict:
     verifier, tokenizer = load_model(args.verifier)
     spec = StudentSpec(trunk=args.trunk, top=tuple(args.top), rank=args.rank,
                        extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
-                              "data": "stdlib docstrings: passage QA, early-turn facts, plain questions"})
+                              "data": "stdlib docstrings: passage QA, early-turn facts, plain questions"
+                              + (f"; {args.tool_examples} tool calls and answers from tool outputs"
+                                 if args.tool_examples else "")})
     started = time.perf_counter()
     cache = Path(args.teacher_cache) if args.teacher_cache else out / "teacher"
+    dev_seed = args.seed + DEV_SEED_OFFSET
     train_set = teacher_records(verifier, tokenizer, build_examples(args.examples, args.seed, tokenizer), cache / "train")
-    dev_set = teacher_records(verifier, tokenizer, build_examples(args.dev, args.seed + DEV_SEED_OFFSET, tokenizer),
-                              cache / "dev")
+    dev_set = teacher_records(verifier, tokenizer, build_examples(args.dev, dev_seed, tokenizer), cache / "dev")
+    if args.tool_examples:  # their own shards: the plain examples' shards stay valid with or without them
+        dev_tools = max(1, round(args.tool_examples * args.dev / max(args.examples, 1)))
+        train_set += teacher_records(verifier, tokenizer, build_tool_examples(args.tool_examples, args.seed, tokenizer),
+                                     cache / "train-tools")
+        dev_set += teacher_records(verifier, tokenizer, build_tool_examples(dev_tools, dev_seed, tokenizer),
+                                   cache / "dev-tools")
     teacher_seconds = time.perf_counter() - started
     config = TrainConfig(epochs=args.epochs, lr=args.lr, weights=tuple(args.weights), context_weight=args.context_weight,
                          seed=args.seed)
@@ -74,6 +84,9 @@ def run(args: argparse.Namespace) -> dict:
               "dev_records": len(dev_set), "reply_tokens": sum(len(r.reply) for r in train_set),
               "teacher_seconds": teacher_seconds, "train_seconds": history["train_seconds"],
               "dev": history["dev"], "assembled_dev": evaluate(student, dev_set),
+              "dev_by_kind": {kind: {"records": sum(r.kind == kind for r in dev_set),
+                                     **evaluate(student, [r for r in dev_set if r.kind == kind])}
+                              for kind in sorted({r.kind for r in dev_set})},
               "engine": engine_check(verifier, student, tokenizer, dev_set[: args.engine_prompts]),
               "date": time.strftime("%Y-%m-%d")}
     (out / "report.json").write_text(json.dumps({**report, "steps": history["steps"]}, indent=2) + "\n")
@@ -114,6 +127,12 @@ def render_markdown(report: dict) -> str:
     for row in dev:
         lines.append(f"| {row['epoch']} | {row['top1_agreement']:.3f} | {row['fused_agreement']:.3f} | "
                      f"{row['context_fused_agreement']:.3f} (n={row['context_positions']}) |")
+    if "dev_by_kind" in report:
+        lines += ["", "The trained student per kind of dev prompt:", "",
+                  "| kind | prompts | top-1 agreement | fused agreement | on context positions |", "|---|---|---|---|---|"]
+        for kind, row in report["dev_by_kind"].items():
+            lines.append(f"| {kind} | {row['records']} | {row['top1_agreement']:.3f} | {row['fused_agreement']:.3f} | "
+                         f"{row['context_fused_agreement']:.3f} (n={row['context_positions']}) |")
     lines += ["", "Inside the engine (dev prompts):", "", "| system | acceptance | planted value in reply |", "|---|---|---|"]
     for name, row in report["engine"].items():
         rate = "—" if row["acceptance"] is None else f"{row['acceptance']:.2f}"

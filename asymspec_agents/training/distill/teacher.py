@@ -1,7 +1,9 @@
 """The teacher's side of distillation: its own greedy replies (on-policy data) and its log-probabilities on both views.
 
 For each example the verifier answers on the full view (greedy, transformers' `generate`, whose step logits give
-the full view's log-probabilities); one forward over the compressed view + reply gives that view's. At every reply
+the full view's log-probabilities; an example with tools is decoded by the engine under the tool grammar a request
+with its `tool_choice` gets, and one forward gives those rows); one forward over the compressed view + reply gives
+that view's. At every reply
 position a record keeps the log-probabilities of a candidate set: the `candidates` tokens most likely under either
 view (the reply token among them). Records are small (no hidden states: the student's
 frozen trunk is cheap to recompute), saved in shards so an interrupted run resumes where it stopped.
@@ -15,9 +17,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from ...chat import AsymSpecChat
 from ...context import DualContext
 from ...engine import AsymSpecEngine
 from .examples import Example
+
+TOOL_REPLY_TOKENS = 48  # a whole call: <tool_call>{"name": …, "arguments": {…}}</tool_call>
 
 
 @dataclass
@@ -38,7 +43,8 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
     """Records for `examples`, computed shard by shard into `out_dir/teacher-NNNN.pt`; existing shards are loaded."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    eos = sorted(AsymSpecEngine(verifier, None, tokenizer).eos_token_ids)
+    engine = AsymSpecEngine(verifier, None, tokenizer)
+    eos = sorted(engine.eos_token_ids)
     records: list[TeacherRecord] = []
     shards = range(0, len(examples), shard_size)
     bar = tqdm(total=len(examples), desc="teacher", unit="example", disable=not progress)
@@ -50,9 +56,14 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
             continue
         shard = []
         for example in examples[start:start + shard_size]:
-            views = DualContext(tokenizer, example.policy).render(example.messages, query=example.query)
+            chat = AsymSpecChat(engine, policy=example.policy) if example.tools else None
+            context = chat.context if chat else DualContext(tokenizer, example.policy)
+            views = context.render(example.messages, tools=example.tools or None, query=example.query)
             if len(views.full_ids) <= max_prompt_tokens:
-                reply, full_rows = _greedy_reply(verifier, views.full_ids, max_new_tokens, eos)
+                if chat:
+                    reply, full_rows = _tool_reply(chat, verifier, example, views.full_ids)
+                else:
+                    reply, full_rows = _greedy_reply(verifier, views.full_ids, max_new_tokens, eos)
                 if len(reply) >= 2:
                     shard.append(_record(verifier, example, views.comp_ids, views.full_ids, reply, full_rows,
                                          candidates))
@@ -73,6 +84,15 @@ def _greedy_reply(model, prompt: list[int], max_new_tokens: int, eos: list[int])
                              pad_token_id=eos[0], output_logits=True, return_dict_in_generate=True)
     reply = out.sequences[0, len(prompt):].tolist()
     return reply, torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
+
+
+def _tool_reply(chat: AsymSpecChat, verifier, example: Example, full: list[int]) -> tuple[list[int], torch.Tensor]:
+    """The verifier's greedy reply on the full view under the request's tool grammar, and its (unconstrained)
+    log-probabilities at every reply position."""
+    reply = chat.reply(example.messages, tools=example.tools, tool_choice=example.tool_choice, query=example.query,
+                       parallel_tool_calls=False, mode="full", max_new_tokens=TOOL_REPLY_TOKENS).token_ids
+    with torch.inference_mode():
+        return reply, reply_log_probs(verifier, full, reply)
 
 
 def _record(verifier, example: Example, comp: list[int], full: list[int], reply: list[int], full_rows: torch.Tensor,

@@ -9,7 +9,7 @@ from asymspec_agents import AsymSpecEngine, ConfigError, ModelLoadError
 from asymspec_agents.models import load_model
 from asymspec_agents.models.students import StudentSpec, apply_delta, assemble_student, layer_subset
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
-from asymspec_agents.training.distill import TrainConfig, build_examples, teacher_records, train
+from asymspec_agents.training.distill import TrainConfig, build_examples, build_tool_examples, teacher_records, train
 from asymspec_agents.training.distill.train import losses, trainable_student
 
 
@@ -42,6 +42,34 @@ def test_teacher_records_hold_the_reply_token_and_resume_from_shards(setup):
         assert (r.lp_full <= 0).all() and (r.lp_comp <= 0).all()
     again = teacher_records(verifier, tokenizer, examples, out / "teacher", shard_size=3, progress=False)
     assert [r.reply for r in again] == [r.reply for r in records]  # loaded, not recomputed with other settings
+
+
+def test_tool_examples_are_agent_transcripts_whose_replies_follow_the_tool_grammar(setup, tmp_path):
+    tokenizer, verifier, _, _, _ = setup
+    small = dict(haystack_chars=(300, 700), tools_per_example=2)  # a byte tokenizer makes long prompts
+    examples = build_tool_examples(6, seed=2, tokenizer=tokenizer, **small)
+    assert [e.messages[-1].content for e in build_tool_examples(6, 2, tokenizer, **small)] == \
+        [e.messages[-1].content for e in examples]
+    assert {e.kind for e in build_tool_examples(30, 2, tokenizer, haystack_chars=(300, 700))} == {"tool_call",
+                                                                                                   "tool_result"}
+    from asymspec_agents.bench.tasks import documented_functions
+
+    benchmark_tools = {name for name, _, _ in documented_functions()}
+    for e in examples:
+        assert e.tools and e.tool_choice in ("required", "none")
+        assert not benchmark_tools & {t.name for t in e.tools}  # no tool of the tools task is trained on
+        if e.kind == "tool_result":
+            assert e.answer in e.messages[3].content and e.messages[2].tool_calls
+    records = teacher_records(verifier, tokenizer, examples, tmp_path, shard_size=4, candidates=16, progress=False,
+                              max_prompt_tokens=6000)
+    assert [r.kind for r in records] == [e.kind for e in examples]
+    for r in records:
+        assert len(r.comp) < len(r.full) and r.candidates.shape == (len(r.reply), 16)
+        text = tokenizer.decode(r.reply)
+        if r.kind == "tool_call":  # a random model under tool_choice="required" still writes a call
+            assert text.startswith("<tool_call>")
+        else:
+            assert "<tool_call>" not in text
 
 
 def test_training_lowers_the_losses_and_the_delta_assembles_to_the_trained_student(setup, tmp_path):
