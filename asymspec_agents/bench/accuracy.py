@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", nargs="?", default="all", choices=["accuracy", "cost", "scaling", "all"])
     parser.add_argument("--quick", action="store_true", help="a reduced grid that finishes in minutes")
     parser.add_argument("--pair", default="bundled", choices=sorted(PAIRS))
+    parser.add_argument("--drafter", help="another drafter for the pair's verifier (e.g. a folder `asymspec "
+                        "distill-drafter` wrote), measured on the pair's plan")
     parser.add_argument("--items", type=int, help="items per task (default: 8 quick, 50 full)")
     parser.add_argument("--tasks", nargs="+", help="subset of needle, needle2, tools, retention")
     parser.add_argument("--compressors", nargs="+", help="subset of head_tail, bm25, surprisal (tools keep signatures)")
@@ -135,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from ..engine import AsymSpecEngine
 
-    engine = AsymSpecEngine.shared(*PAIRS[args.pair])
-    results = {"pair": args.pair, "quick": args.quick, "seed": args.seed, "date": time.strftime("%Y-%m-%d"),
-               "machine": _machine()}
+    verifier, drafter = PAIRS[args.pair]
+    engine = AsymSpecEngine.shared(verifier, args.drafter or drafter)
+    results = {"pair": args.pair, **({"drafter": args.drafter} if args.drafter else {}), "quick": args.quick,
+               "seed": args.seed, "date": time.strftime("%Y-%m-%d"), "machine": _machine()}
     if args.what in ("accuracy", "cost", "all"):
         grid = plan(args.quick, args.pair)
         run_plan = narrow(grid, tasks=args.tasks, compressors=args.compressors, ratios=args.ratios,
@@ -170,12 +173,12 @@ def merge_parts(parts: list[dict]) -> dict:
     joined and summarized again. The parts must share pair, seed, items, systems and timing, and no setting may
     be in two parts; the first part's scaling run, if any, is kept."""
     first = parts[0]
-    same = ("pair", "seed", "quick")
+    same = ("pair", "seed", "quick", "drafter")
     same_plan = ("items", "systems", "timing")
     for part in parts[1:]:
         for key in same:
-            if part[key] != first[key]:
-                raise ValueError(f"cannot merge runs with different {key}: {first[key]!r} and {part[key]!r}")
+            if part.get(key) != first.get(key):
+                raise ValueError(f"cannot merge runs with different {key}: {first.get(key)!r} and {part.get(key)!r}")
         for key in same_plan:
             if part["plan"].get(key) != first["plan"].get(key):
                 raise ValueError(f"cannot merge runs with different plan {key}: {first['plan'].get(key)!r} and "
@@ -190,7 +193,7 @@ def merge_parts(parts: list[dict]) -> dict:
     records = [r for part in parts for r in part["records"]]
     grid = plan(first["quick"], first["pair"])
     whole = {task: [list(s) for s in found] for task, found in grid["settings"].items()}
-    merged = {key: first[key] for key in (*same, "machine")}
+    merged = {key: first[key] for key in (*same, "machine") if key in first}
     merged.update(date=max(part["date"] for part in parts),
                   plan={**first["plan"], "settings": settings}, accuracy=summarize(records, first["plan"]["systems"]),
                   records=records, parts=len(parts))
@@ -308,7 +311,7 @@ def _accuracy(runs: dict, items: list[str]) -> float:
 
 def _gap(runs, floor, ceiling, items) -> float | None:
     span = _accuracy(ceiling, items) - _accuracy(floor, items)
-    return None if span == 0 else (_accuracy(runs, items) - _accuracy(floor, items)) / span
+    return None if span <= 0 else (_accuracy(runs, items) - _accuracy(floor, items)) / span
 
 
 def _bootstrap_gap(runs, floor, ceiling, items, resamples: int) -> tuple[float | None, float | None]:
@@ -415,7 +418,8 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
 
 def render_markdown(results: dict) -> str:
     run = results.get("run", "quick run" if results["quick"] else "full run")
-    lines = [f"# AsymSpec benchmark ({run}, pair `{results['pair']}`, "
+    drafter = f" with drafter `{results['drafter']}`" if results.get("drafter") else ""
+    lines = [f"# AsymSpec benchmark ({run}, pair `{results['pair']}`{drafter}, "
              f"{results['date']}, {results['machine']})\n"]
     if results["pair"] == "bundled-hetero":
         lines.append("\nA genuinely smaller drafter: SmolLM2-135M-Instruct (vocabulary 49152) drafts for Gemma-3-270M "
@@ -440,7 +444,7 @@ def render_markdown(results: dict) -> str:
                   "s/item", "s × ceiling", "verifier FLOPs × ceiling", "total FLOPs × ceiling"]
         table = []
         for r in results["accuracy"]:
-            gap = "— (floor = ceiling)" if r["gap_closed"] is None else f"{r['gap_closed']:.2f}"
+            gap = "— (no gap: floor ≥ ceiling)" if r["gap_closed"] is None else f"{r['gap_closed']:.2f}"
             if r["gap_closed"] is not None and r["gap_closed_ci"][0] is not None:
                 gap += f" [{r['gap_closed_ci'][0]:.2f}, {r['gap_closed_ci'][1]:.2f}]"
             setting = r["compressor"] + (f" {r['ratio']}×" if r["ratio"] else "")
