@@ -46,11 +46,13 @@ def test_bundled_small_drafts_for_the_bundled_verifier_at_a_fraction_of_its_cost
 
 
 def test_distill_drafter_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
-    code = distill_main(["--examples", "2", "--dev", "1", "--engine-prompts", "1", "--epochs", "1", "--rank", "4",
-                         "--top", "17", "--out", str(tmp_path)])
+    code = distill_main(["--examples", "2", "--dev", "1", "--tool-examples", "1", "--engine-prompts", "1",
+                         "--epochs", "1", "--rank", "4", "--top", "17", "--out", str(tmp_path)])
     assert code == 0
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["train_records"] == 2 and report["dev"] and set(report["engine"]) >= {"asymmetric ratio"}
+    assert report["train_records"] == 3 and report["dev"] and set(report["engine"]) >= {"asymmetric ratio"}
+    assert sum(row["records"] for row in report["dev_by_kind"].values()) == report["dev_records"] == 2
+    assert set(report["dev_by_kind"]) & {"tool_call", "tool_result"}  # the agent transcript's dev share
     assert (tmp_path / "loss.png").stat().st_size > 0 and "Distilled drafter" in capsys.readouterr().out
     student = assemble_student(load_model("bundled")[0], tmp_path)
     assert student.config.num_hidden_layers == StudentSpec.trunk + 1
