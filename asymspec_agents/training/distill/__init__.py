@@ -17,5 +17,5 @@ from .examples import Example, build_examples, build_tool_examples, stdlib_parag
 from .teacher import TeacherRecord, teacher_records
 from .train import TrainConfig, evaluate, train, trainable_student
 
-__all__ = ["Example", "TeacherRecord", "TrainConfig", "build_examples", "build_tool_examples", "evaluate", "stdlib_paragraphs",
-           "teacher_records", "train", "trainable_student"]
+__all__ = ["Example", "TeacherRecord", "TrainConfig", "build_examples", "build_tool_examples", "evaluate",
+           "stdlib_paragraphs", "teacher_records", "train", "trainable_student"]

@@ -5,8 +5,8 @@ Each is a conversation the verifier answers itself (its greedy reply is the trai
 - `turns`: a fact said in passing early in a conversation, turns of filler, then a question about it;
 - `plain`: a question over documents with no planted fact (what the documents are about).
 `build_tool_examples` (agent transcripts; the reply is decoded under the tool grammar the product uses):
-- `tool_call`: six stdlib functions (by default) as tools (full schemas; the compressed view shows signatures) and a request
-  that paraphrases one docstring: the reply is the call;
+- `tool_call`: six stdlib functions (by default) as tools (full schemas; the compressed view shows signatures)
+  and a request that paraphrases one docstring: the reply is the call;
 - `tool_result`: a search call already made and its long output with a planted fact: the reply answers from it
   (the compressed view holds a compressed tool output).
 
@@ -130,8 +130,9 @@ def build_tool_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8)
             rng.shuffle(chosen)
             request = rng.choice(["Call the tool that does this: {}", "{} Use the right tool for that.",
                                   "I need a function for this job: {} Call it."]).format(hint)
-            messages = [SystemMessage(rng.choice(["Call the one tool that fits the request.",
-                                                  "You are an agent. Answer by calling a tool."])), UserMessage(request)]
+            system = rng.choice(["Call the one tool that fits the request.",
+                                 "You are an agent. Answer by calling a tool."])
+            messages = [SystemMessage(system), UserMessage(request)]
             out.append(Example("tool_call", messages, target, CompressionPolicy(), request,
                                tools=[spec for _, spec, _ in chosen], tool_choice="required"))
             continue
@@ -155,7 +156,8 @@ def build_tool_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8)
 
 
 SEARCH_TOOL = ToolSpec("search_notes", "Search the team's notes and documents; returns the best matching sections "
-                       "in full.", {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
+                       "in full.",
+                       {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
 
 
 def _value(rng: random.Random) -> str:

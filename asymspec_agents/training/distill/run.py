@@ -129,7 +129,8 @@ def render_markdown(report: dict) -> str:
                      f"{row['context_fused_agreement']:.3f} (n={row['context_positions']}) |")
     if "dev_by_kind" in report:
         lines += ["", "The trained student per kind of dev prompt:", "",
-                  "| kind | prompts | top-1 agreement | fused agreement | on context positions |", "|---|---|---|---|---|"]
+                  "| kind | prompts | top-1 agreement | fused agreement | on context positions |",
+                  "|---|---|---|---|---|"]
         for kind, row in report["dev_by_kind"].items():
             lines.append(f"| {kind} | {row['records']} | {row['top1_agreement']:.3f} | {row['fused_agreement']:.3f} | "
                          f"{row['context_fused_agreement']:.3f} (n={row['context_positions']}) |")
