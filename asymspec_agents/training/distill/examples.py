@@ -34,7 +34,7 @@ THINGS = ["locker", "order", "membership", "room", "invoice", "ticket", "badge",
 KINDS = {"passage": 0.55, "turns": 0.30, "plain": 0.15}
 TOOL_KINDS = {"tool_call": 0.4, "tool_result": 0.6}
 # modules whose functions become tools here; none is one of the tools task's (bench.tasks.TOOL_MODULES)
-TOOL_MODULES = ("ast", "bz2", "codecs", "dataclasses", "email.utils", "fileinput", "gzip", "inspect", "ipaddress",
+TRAINING_TOOL_MODULES = ("ast", "bz2", "codecs", "dataclasses", "email.utils", "fileinput", "gzip", "inspect", "ipaddress",
                 "linecache", "locale", "logging", "mimetypes", "ntpath", "platform", "quopri", "site", "subprocess",
                 "sysconfig", "tarfile", "tempfile", "threading", "tokenize", "traceback", "typing", "uuid")
 
@@ -105,11 +105,8 @@ def build_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8), com
             messages = [SystemMessage("Answer the question from the documents."),
                         UserMessage(question, passages=[Passage(text, source="stdlib")])]
             budget_kind = "passage"
-        tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-        compressor = rng.choice(compressors)
-        policy = CompressionPolicy(budgets={budget_kind: max(16, tokens // rng.choice(ratios))},
-                                   compressors={budget_kind: compressor})
-        out.append(Example(kind, messages, value, policy, question if compressor == "bm25" else None))
+        policy, query = _compression(rng, tokenizer, text, budget_kind, ratios, compressors, question)
+        out.append(Example(kind, messages, value, policy, query))
     return out
 
 
@@ -120,7 +117,7 @@ def build_tool_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8)
     from ...bench.tasks import documented_functions
 
     rng = random.Random(f"distill-tools-{seed}")
-    paragraphs, functions = stdlib_paragraphs(), documented_functions(TOOL_MODULES)
+    paragraphs, functions = stdlib_paragraphs(), documented_functions(TRAINING_TOOL_MODULES)
     kinds, weights = zip(*TOOL_KINDS.items())
     out = []
     for _ in range(count):
@@ -146,18 +143,23 @@ def build_tool_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8)
                     ToolResult("call_0", "search_notes", text)]
         if rng.random() < 0.5:  # an agent loop's nudge to answer now (as examples/langgraph_agent.py sends)
             messages.append(UserMessage("Now answer my question from the search results."))
-        tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-        compressor = rng.choice(compressors)
-        policy = CompressionPolicy(budgets={"tool_result": max(16, tokens // rng.choice(ratios))},
-                                   compressors={"tool_result": compressor})
-        out.append(Example("tool_result", messages, value, policy, question if compressor == "bm25" else None,
-                           tools=[SEARCH_TOOL], tool_choice="none"))
+        policy, query = _compression(rng, tokenizer, text, "tool_result", ratios, compressors, question)
+        out.append(Example("tool_result", messages, value, policy, query, tools=[SEARCH_TOOL], tool_choice="none"))
     return out
 
 
 SEARCH_TOOL = ToolSpec("search_notes", "Search the team's notes and documents; returns the best matching sections "
                        "in full.",
                        {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
+
+
+def _compression(rng: random.Random, tokenizer, text: str, kind: str, ratios, compressors, question: str):
+    """A random compressor and ratio for the `kind` text of one example: its policy, and the query a query-aware
+    compressor (BM25) reads."""
+    tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    compressor = rng.choice(compressors)
+    policy = CompressionPolicy(budgets={kind: max(16, tokens // rng.choice(ratios))}, compressors={kind: compressor})
+    return policy, question if compressor == "bm25" else None
 
 
 def _value(rng: random.Random) -> str:

@@ -13,7 +13,7 @@ from ...errors import AsymSpecError
 from ...models.students import StudentSpec, assemble_student
 from .examples import build_examples, build_tool_examples
 from .teacher import teacher_records
-from .train import TrainConfig, evaluate, train
+from .train import TrainConfig, evaluate_by_kind, train
 
 DEV_SEED_OFFSET = 10_000  # dev examples come from another seed: no prompt is shared with training
 
@@ -80,13 +80,11 @@ def run(args: argparse.Namespace) -> dict:
                          seed=args.seed)
     history = train(verifier, spec, train_set, dev_set, out, config)
     student = assemble_student(verifier, out)
+    assembled_dev, dev_by_kind = evaluate_by_kind(student, dev_set)
     report = {"spec": asdict(spec), "train_config": asdict(config), "train_records": len(train_set),
               "dev_records": len(dev_set), "reply_tokens": sum(len(r.reply) for r in train_set),
               "teacher_seconds": teacher_seconds, "train_seconds": history["train_seconds"],
-              "dev": history["dev"], "assembled_dev": evaluate(student, dev_set),
-              "dev_by_kind": {kind: {"records": sum(r.kind == kind for r in dev_set),
-                                     **evaluate(student, [r for r in dev_set if r.kind == kind])}
-                              for kind in sorted({r.kind for r in dev_set})},
+              "dev": history["dev"], "assembled_dev": assembled_dev, "dev_by_kind": dev_by_kind,
               "engine": engine_check(verifier, student, tokenizer, dev_set[: args.engine_prompts]),
               "date": time.strftime("%Y-%m-%d")}
     (out / "report.json").write_text(json.dumps({**report, "steps": history["steps"]}, indent=2) + "\n")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -107,7 +108,12 @@ def evaluate(student, records: list[TeacherRecord]) -> dict:
     """Teacher-forced agreement on held-out records: the student's top token on the full view, the fused emission
     argmax(log p_T(comp) + a − b) against the teacher's full-view token, and that on the positions where the
     teacher's two views disagree (where context matters)."""
-    counts = dict(positions=0, top1=0, fused=0, context=0, context_fused=0)
+    return evaluate_by_kind(student, records)[0]
+
+
+def evaluate_by_kind(student, records: list[TeacherRecord]) -> tuple[dict, dict[str, dict]]:
+    """`evaluate` over all records and per kind of prompt (with its record count), in one pass."""
+    totals, per_kind = Counter(), {}
     with torch.no_grad():
         for r in records:
             cand = r.candidates.long()
@@ -117,11 +123,15 @@ def evaluate(student, records: list[TeacherRecord]) -> dict:
             target = t_full.argmax(-1)
             fused = (t_comp + a - b).argmax(-1) == target
             context = target != t_comp.argmax(-1)
-            counts["positions"] += len(target)
-            counts["top1"] += int((a.argmax(-1) == target).sum())
-            counts["fused"] += int(fused.sum())
-            counts["context"] += int(context.sum())
-            counts["context_fused"] += int((fused & context).sum())
+            counts = Counter(records=1, positions=len(target), top1=int((a.argmax(-1) == target).sum()),
+                             fused=int(fused.sum()), context=int(context.sum()),
+                             context_fused=int((fused & context).sum()))
+            totals += counts
+            per_kind[r.kind] = per_kind.get(r.kind, Counter()) + counts
+    return _rates(totals), {kind: {"records": c["records"], **_rates(c)} for kind, c in sorted(per_kind.items())}
+
+
+def _rates(counts: Counter) -> dict:
     n, c = max(counts["positions"], 1), max(counts["context"], 1)
     return {"top1_agreement": counts["top1"] / n, "fused_agreement": counts["fused"] / n,
             "context_positions": counts["context"], "context_fused_agreement": counts["context_fused"] / c}
