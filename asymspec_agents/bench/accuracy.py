@@ -72,7 +72,7 @@ def plan(quick: bool, pair: str = "bundled") -> dict:
         return {"items": 8 if quick else 50,
                 "settings": {"needle": head_tail + [("bm25", 4)], "needle2": [("head_tail", 4)],
                              "retention": head_tail, "tools": [("signatures", None)],
-                             "needle_long": [("head_tail", 4)]},
+                             "tool_output": [("head_tail", 4)], "needle_long": [("head_tail", 4)]},
                 "systems": systems([1.0], [True]) + [STUDENT_ALONE], "timing": "cold"}
     if pair == "bundled-hetero":  # a verifier twice the drafter's cost per token: a smaller grid
         return {"items": 16 if quick else 40,
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafter", help="another drafter for the pair's verifier (e.g. a folder `asymspec "
                         "distill-drafter` wrote), measured on the pair's plan")
     parser.add_argument("--items", type=int, help="items per task (default: 8 quick, 50 full)")
-    parser.add_argument("--tasks", nargs="+", help="subset of needle, needle2, tools, retention")
+    parser.add_argument("--tasks", nargs="+", help="subset of needle, needle2, tools, retention, tool_output")
     parser.add_argument("--compressors", nargs="+", help="subset of head_tail, bm25, surprisal (tools keep signatures)")
     parser.add_argument("--ratios", type=int, nargs="+", help="subset of the compression ratios")
     parser.add_argument("--betas", type=float, nargs="+", help="subset of the β values of the AsymSpec systems")
@@ -256,13 +256,16 @@ def run_item(chat, item: Item, system: System, compressor: str, ratio, cold: boo
 
 def policy_for(task: str, compressor: str, ratio, tokenizer, items: list[Item]):
     """Budgets that compress the task's long items by `ratio` (measured on the items' own token counts)."""
-    from ..context import CompressionPolicy
+    from ..context import CompressionPolicy, ToolResult
 
     if task == "tools":
         return CompressionPolicy()  # the compressed view shows signatures instead of full schemas
-    kind = "passage" if task.startswith("needle") else "user"
-    texts = ([m.passages[0].text for i in items for m in i.messages if getattr(m, "passages", None)]
-             if kind == "passage" else [i.messages[1].content for i in items])
+    if task.startswith("needle"):
+        kind, texts = "passage", [m.passages[0].text for i in items for m in i.messages if getattr(m, "passages", None)]
+    elif task == "tool_output":
+        kind, texts = "tool_result", [m.content for i in items for m in i.messages if isinstance(m, ToolResult)]
+    else:
+        kind, texts = "user", [i.messages[1].content for i in items]
     typical = statistics.median(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
     return CompressionPolicy(budgets={kind: max(16, int(typical / ratio))}, compressors={kind: compressor})
 

@@ -1,12 +1,14 @@
 """Benchmark tasks built reproducibly from real text no one here wrote (Python's own docs and docstrings).
 
 Every builder is deterministic in its seed; items carry a split ("dev" for choosing settings, "test" for the
-numbers reported) and a scorer. Three tasks:
+numbers reported) and a scorer. The tasks:
 - needle: a planted fact (one hop: a vault's code; two hops: the vault names a key, the key names the code) at a
   random depth of a retrieved passage assembled from `pydoc_data.topics` (needle_long: a ~4k-token passage);
 - tools: choose the standard-library function whose docstring a question paraphrases; the full view has the
   docstrings, the compressed view only signatures with their first sentence (the question uses a later one);
-- retention: a fact given in passing in an early user turn, turns of real-text filler, then a question on it.
+- retention: a fact given in passing in an early user turn, turns of real-text filler, then a question on it;
+- tool_output: an agent transcript whose answer lies in a long tool output (the needle's haystack, returned by a
+  call the assistant already made), then the question again.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from ..context import AssistantMessage, Passage, SystemMessage, ToolSpec, UserMessage
+from ..context import AssistantMessage, Passage, SystemMessage, ToolCall, ToolResult, ToolSpec, UserMessage
 from ..context.tools import tool_spec_from_callable
 
 COLORS = ["amber", "cobalt", "crimson", "ivory", "jade", "ochre", "scarlet", "teal", "violet", "silver", "onyx", "coral"]
@@ -49,7 +51,7 @@ LONG_HAYSTACK_CHARS = 17_000  # about 4.2k SmolLM2 tokens: where a cheaper draft
 
 def build(task: str, count: int, seed: int = 0) -> list[Item]:
     return {"needle": needle, "needle2": lambda n, s: needle(n, s, hops=2), "tools": tool_selection,
-            "retention": retention,
+            "retention": retention, "tool_output": tool_output,
             "needle_long": lambda n, s: needle(n, s, haystack_chars=LONG_HAYSTACK_CHARS, task="needle_long")}[task](count, seed)
 
 
@@ -70,6 +72,23 @@ def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000,
                     UserMessage(question, passages=[Passage(haystack, source="python-docs")])]
         items.append(Item(task, f"{task}-{seed}-{i}" if task == "needle_long" else f"needle{hops}-{seed}-{i}",
                           messages, code, _split(i, count), query=question))
+    return items
+
+
+def tool_output(count: int, seed: int = 0, haystack_chars: int = 6000) -> list[Item]:
+    """The needle as an agent meets it: the document comes back from a tool call, not as a retrieved passage."""
+    rng = random.Random(f"tool_output-{seed}")
+    docs = _pydoc_paragraphs()
+    items = []
+    for i in range(count):
+        color, code = rng.choice(COLORS), str(rng.randint(1000, 9999))
+        haystack = _haystack(rng, docs, haystack_chars, [f"The access code of the {color} vault is {code}."])
+        question = f"What is the access code of the {color} vault? Answer with the four-digit code."
+        call = ToolCall(f"call_{i}", "read_vault_notes", {})
+        messages = [SystemMessage("Answer the question from the tool results."), UserMessage(f"Read the vault notes. {question}"),
+                    AssistantMessage(tool_calls=[call]), ToolResult(call.id, call.name, haystack),
+                    UserMessage(f"Now answer: {question}")]
+        items.append(Item("tool_output", f"tool_output-{seed}-{i}", messages, code, _split(i, count), query=question))
     return items
 
 

@@ -10,7 +10,7 @@ from asymspec_agents.context.tool_format import ParsedToolCall
 from asymspec_agents.testing import tiny_random_pair
 
 
-@pytest.mark.parametrize("task", ["needle", "needle2", "tools", "retention"])
+@pytest.mark.parametrize("task", ["needle", "needle2", "tools", "retention", "tool_output"])
 def test_task_builders_are_deterministic_in_their_seed(task):
     def fingerprint(items):
         return [(i.id, i.answer, i.split, repr(i.messages), [t.name for t in i.tools]) for i in items]
@@ -25,6 +25,13 @@ def test_needle_items_plant_the_answer_in_the_passage_and_not_in_the_question():
     for item in tasks.build("needle2", 5):
         passage = item.messages[1].passages[0].text
         assert item.answer in passage and item.answer not in item.messages[1].content
+
+
+def test_tool_output_items_plant_the_answer_in_the_result_of_a_call_already_made():
+    for item in tasks.build("tool_output", 5):
+        call, result = item.messages[2].tool_calls[0], item.messages[3]
+        assert result.tool_call_id == call.id and result.name == call.name and item.answer in result.content
+        assert all(item.answer not in m.content for m in item.messages if m is not result)
 
 
 def test_scoring_on_hand_made_replies():
@@ -65,11 +72,14 @@ def test_gap_closed_is_the_share_of_the_floor_to_ceiling_gap_recovered():
 def test_tiny_end_to_end_run_writes_tables_and_plots(tmp_path):
     pair = tiny_random_pair(seed=0, max_positions=16384)
     engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
-    run_plan = {"items": 3, "settings": {"needle": [("head_tail", 4)], "tools": [("signatures", None)]},
+    run_plan = {"items": 3, "settings": {"needle": [("head_tail", 4)], "tools": [("signatures", None)],
+                                         "tool_output": [("head_tail", 4)]},
                 "systems": accuracy.systems([0.0, 1.0], [True])}
     records = accuracy.run_accuracy(engine, run_plan, seed=0)
-    assert len(records) == 2 * 3 * 7  # floor, ceiling, symmetric, two β under each of two rules
+    assert len(records) == 3 * 3 * 7  # floor, ceiling, symmetric, two β under each of two rules
     assert all(r["comp_tokens"] < r["full_tokens"] for r in records)
+    tool_output = [r for r in records if r["task"] == "tool_output"]
+    assert tool_output and all(r["comp_tokens"] < 0.5 * r["full_tokens"] for r in tool_output)  # the result is cut
     rows = accuracy.summarize(records, [s.name for s in run_plan["systems"]], resamples=50)
     results = {"pair": "tiny", "quick": True, "date": "today", "machine": "test", "accuracy": rows}
     (tmp_path / "results.md").write_text(accuracy.render_markdown(results))
