@@ -114,9 +114,11 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
                 "tool_calling": True, "tool_choice": True, "tool_call_streaming": True, "structured_output": True}
 
     @classmethod
-    def bundled(cls, **kwargs: Any) -> "ChatAsymSpec":
-        """The bundled SmolLM2-135M-Instruct as both verifier and drafter."""
-        return cls(verifier="bundled", drafter="bundled", **kwargs)
+    def bundled(cls, drafter: str = "bundled", **kwargs: Any) -> "ChatAsymSpec":
+        """The bundled SmolLM2-135M-Instruct verifying, and by default drafting too. `drafter="bundled-small"`
+        (with `fuse_bonus=True`) is its distilled 6-layer student: it reads long passages and tool outputs for the
+        verifier at about half the FLOPs, but it cannot write tool-call arguments yet (README, "Set up")."""
+        return cls(verifier="bundled", drafter=drafter, **kwargs)
 
     # -----------------------------------------------------------------------------------------------------------
     # LangChain metadata
