@@ -85,9 +85,9 @@ def tool_output(count: int, seed: int = 0, haystack_chars: int = 6000) -> list[I
         haystack = _haystack(rng, docs, haystack_chars, [f"The access code of the {color} vault is {code}."])
         question = f"What is the access code of the {color} vault? Answer with the four-digit code."
         call = ToolCall(f"call_{i}", "read_vault_notes", {})
-        messages = [SystemMessage("Answer the question from the tool results."), UserMessage(f"Read the vault notes. {question}"),
-                    AssistantMessage(tool_calls=[call]), ToolResult(call.id, call.name, haystack),
-                    UserMessage(f"Now answer: {question}")]
+        messages = [SystemMessage("Answer the question from the tool results."),
+                    UserMessage(f"Read the vault notes. {question}"), AssistantMessage(tool_calls=[call]),
+                    ToolResult(call.id, call.name, haystack), UserMessage(f"Now answer: {question}")]
         items.append(Item("tool_output", f"tool_output-{seed}-{i}", messages, code, _split(i, count), query=question))
     return items
 

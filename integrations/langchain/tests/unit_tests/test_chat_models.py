@@ -59,7 +59,8 @@ def test_construction_loads_nothing_and_validates_settings():
     with pytest.raises(ValueError, match="max_tokn"):
         ChatAsymSpec(max_tokn=3)  # a misspelt setting is an error, not silently dropped
     small = ChatAsymSpec.bundled(drafter="bundled-small", fuse_bonus=True)
-    assert (small.verifier, small.drafter, small.fuse_bonus) == ("bundled", "bundled-small", True) and small._core is None
+    assert (small.verifier, small.drafter, small.fuse_bonus) == ("bundled", "bundled-small", True)
+    assert small._core is None
     assert ChatAsymSpec.bundled().drafter == "bundled"
 
 
