@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...errors import AsymSpecError
 from ...models.students import StudentSpec, assemble_student
-from .examples import build_examples, build_tool_examples
+from .examples import TOOL_KINDS, build_examples, build_tool_examples
 from .teacher import teacher_records
 from .train import TrainConfig, evaluate_by_kind, train
 
@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev", type=int, default=60, help="held-out prompts for the report")
     parser.add_argument("--tool-examples", type=int, default=0, help="agent-transcript prompts (tool calls, answers "
                         "from tool outputs) added to the training prompts; the dev split gets the same share")
+    parser.add_argument("--tool-kinds", nargs="+", choices=list(TOOL_KINDS), default=list(TOOL_KINDS),
+                        help="the transcript kinds trained on (the teacher still answers all, so its shards stay "
+                        "valid, and the dev split keeps all to measure each)")
     parser.add_argument("--trunk", type=int, default=StudentSpec.trunk, help="first layers copied verbatim (frozen)")
     parser.add_argument("--top", type=int, nargs="+", default=list(StudentSpec.top),
                         help="verifier layers copied above the trunk and trained")
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> dict:
     spec = StudentSpec(trunk=args.trunk, top=tuple(args.top), rank=args.rank,
                        extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
                               "data": "stdlib docstrings: passage QA, early-turn facts, plain questions"
-                              + (f"; {args.tool_examples} tool calls and answers from tool outputs"
+                              + (f"; {args.tool_examples} agent transcripts, trained on {', '.join(args.tool_kinds)}"
                                  if args.tool_examples else "")})
     started = time.perf_counter()
     cache = Path(args.teacher_cache) if args.teacher_cache else out / "teacher"
@@ -71,8 +74,9 @@ def run(args: argparse.Namespace) -> dict:
     dev_set = teacher_records(verifier, tokenizer, build_examples(args.dev, dev_seed, tokenizer), cache / "dev")
     if args.tool_examples:  # their own shards: the plain examples' shards stay valid with or without them
         dev_tools = max(1, round(args.tool_examples * args.dev / max(args.examples, 1)))
-        train_set += teacher_records(verifier, tokenizer, build_tool_examples(args.tool_examples, args.seed, tokenizer),
-                                     cache / "train-tools")
+        transcripts = build_tool_examples(args.tool_examples, args.seed, tokenizer)
+        transcripts = teacher_records(verifier, tokenizer, transcripts, cache / "train-tools")
+        train_set += [r for r in transcripts if r.kind in args.tool_kinds]
         dev_set += teacher_records(verifier, tokenizer, build_tool_examples(dev_tools, dev_seed, tokenizer),
                                    cache / "dev-tools")
     teacher_seconds = time.perf_counter() - started

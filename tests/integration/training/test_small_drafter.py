@@ -56,3 +56,10 @@ def test_distill_drafter_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
     assert (tmp_path / "loss.png").stat().st_size > 0 and "Distilled drafter" in capsys.readouterr().out
     student = assemble_student(load_model("bundled")[0], tmp_path)
     assert student.config.num_hidden_layers == StudentSpec.trunk + 1
+    # the same teacher shards, training on tool calls only: the one transcript (an answer from a tool output) is
+    # left out of training and still measured on dev
+    assert distill_main(["--examples", "2", "--dev", "1", "--tool-examples", "1", "--tool-kinds", "tool_call",
+                         "--engine-prompts", "1", "--epochs", "1", "--rank", "4", "--top", "17",
+                         "--teacher-cache", str(tmp_path / "teacher"), "--out", str(tmp_path / "calls")]) == 0
+    calls = json.loads((tmp_path / "calls" / "report.json").read_text())
+    assert calls["train_records"] == 2 and calls["dev_records"] == 2 and "tool_call" in calls["spec"]["extra"]["data"]
