@@ -63,11 +63,11 @@ def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000,
     for i in range(count):
         color, animal, code = rng.choice(COLORS), rng.choice(ANIMALS), str(rng.randint(1000, 9999))
         if hops == 1:
-            facts = [f"The access code of the {color} vault is {code}."]
+            facts = [_vault_fact(color, code)]
         else:
             facts = [f"The {color} vault keeps its code under the name {animal}.", f"The code named {animal} is {code}."]
         haystack = _haystack(rng, docs, haystack_chars, facts)
-        question = f"What is the access code of the {color} vault? Answer with the four-digit code."
+        question = _vault_question(color)
         messages = [SystemMessage("Answer the question from the documents."),
                     UserMessage(question, passages=[Passage(haystack, source="python-docs")])]
         items.append(Item(task, f"{task}-{seed}-{i}" if task == "needle_long" else f"needle{hops}-{seed}-{i}",
@@ -82,14 +82,22 @@ def tool_output(count: int, seed: int = 0, haystack_chars: int = 6000) -> list[I
     items = []
     for i in range(count):
         color, code = rng.choice(COLORS), str(rng.randint(1000, 9999))
-        haystack = _haystack(rng, docs, haystack_chars, [f"The access code of the {color} vault is {code}."])
-        question = f"What is the access code of the {color} vault? Answer with the four-digit code."
+        haystack = _haystack(rng, docs, haystack_chars, [_vault_fact(color, code)])
+        question = _vault_question(color)
         call = ToolCall(f"call_{i}", "read_vault_notes", {})
         messages = [SystemMessage("Answer the question from the tool results."),
                     UserMessage(f"Read the vault notes. {question}"), AssistantMessage(tool_calls=[call]),
                     ToolResult(call.id, call.name, haystack), UserMessage(f"Now answer: {question}")]
         items.append(Item("tool_output", f"tool_output-{seed}-{i}", messages, code, _split(i, count), query=question))
     return items
+
+
+def _vault_fact(color: str, code: str) -> str:
+    return f"The access code of the {color} vault is {code}."
+
+
+def _vault_question(color: str) -> str:
+    return f"What is the access code of the {color} vault? Answer with the four-digit code."
 
 
 def tool_selection(count: int, seed: int = 0, tools_per_item: int = 6) -> list[Item]:

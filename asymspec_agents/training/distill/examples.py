@@ -34,9 +34,10 @@ THINGS = ["locker", "order", "membership", "room", "invoice", "ticket", "badge",
 KINDS = {"passage": 0.55, "turns": 0.30, "plain": 0.15}
 TOOL_KINDS = {"tool_call": 0.4, "tool_result": 0.6}
 # modules whose functions become tools here; none is one of the tools task's (bench.tasks.TOOL_MODULES)
-TRAINING_TOOL_MODULES = ("ast", "bz2", "codecs", "dataclasses", "email.utils", "fileinput", "gzip", "inspect", "ipaddress",
-                "linecache", "locale", "logging", "mimetypes", "ntpath", "platform", "quopri", "site", "subprocess",
-                "sysconfig", "tarfile", "tempfile", "threading", "tokenize", "traceback", "typing", "uuid")
+TRAINING_TOOL_MODULES = ("ast", "bz2", "codecs", "dataclasses", "email.utils", "fileinput", "gzip", "inspect",
+                         "ipaddress", "linecache", "locale", "logging", "mimetypes", "ntpath", "platform", "quopri",
+                         "site", "subprocess", "sysconfig", "tarfile", "tempfile", "threading", "tokenize",
+                         "traceback", "typing", "uuid")
 
 
 @dataclass

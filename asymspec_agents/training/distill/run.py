@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> dict:
     if args.tool_examples:  # their own shards: the plain examples' shards stay valid with or without them
         dev_tools = max(1, round(args.tool_examples * args.dev / max(args.examples, 1)))
         transcripts = build_tool_examples(args.tool_examples, args.seed, tokenizer)
-        transcripts = teacher_records(verifier, tokenizer, transcripts, cache / "train-tools")
-        train_set += [r for r in transcripts if r.kind in args.tool_kinds]
+        train_set += [r for r in teacher_records(verifier, tokenizer, transcripts, cache / "train-tools")
+                      if r.kind in args.tool_kinds]
         dev_set += teacher_records(verifier, tokenizer, build_tool_examples(dev_tools, dev_seed, tokenizer),
                                    cache / "dev-tools")
     teacher_seconds = time.perf_counter() - started
