@@ -23,9 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verifier", default="bundled", help="the teacher (and the weights the student is cut from)")
     parser.add_argument("--examples", type=int, default=450, help="training prompts")
     parser.add_argument("--dev", type=int, default=60, help="held-out prompts for the report")
-    parser.add_argument("--tool-examples", type=int, default=0, help="agent-transcript prompts (tool calls, answers "
+    # the defaults are the shipped bundled-small's recipe: tool-call transcripts teach the call format, while the
+    # answers from tool outputs cost the student its own reading (benchmarks/results/small-drafter-tools/README.md)
+    parser.add_argument("--tool-examples", type=int, default=120, help="agent-transcript prompts (tool calls, answers "
                         "from tool outputs) added to the training prompts; the dev split gets the same share")
-    parser.add_argument("--tool-kinds", nargs="+", choices=list(TOOL_KINDS), default=list(TOOL_KINDS),
+    parser.add_argument("--tool-kinds", nargs="+", choices=list(TOOL_KINDS), default=["tool_call"],
                         help="the transcript kinds trained on (the teacher still answers all, so its shards stay "
                         "valid, and the dev split keeps all to measure each)")
     parser.add_argument("--trunk", type=int, default=StudentSpec.trunk, help="first layers copied verbatim (frozen)")

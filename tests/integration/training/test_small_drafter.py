@@ -9,6 +9,7 @@ from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.models import load_model
 from asymspec_agents.models.loading import STUDENTS, assembled_student_dir
 from asymspec_agents.models.students import StudentSpec, assemble_student
+from asymspec_agents.training.distill.examples import TOOL_KINDS
 from asymspec_agents.training.distill.run import main as distill_main
 
 
@@ -46,7 +47,8 @@ def test_bundled_small_drafts_for_the_bundled_verifier_at_a_fraction_of_its_cost
 
 
 def test_distill_drafter_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
-    code = distill_main(["--examples", "2", "--dev", "1", "--tool-examples", "1", "--engine-prompts", "1",
+    code = distill_main(["--examples", "2", "--dev", "1", "--tool-examples", "1", "--tool-kinds", *TOOL_KINDS,
+                         "--engine-prompts", "1",
                          "--epochs", "1", "--rank", "4", "--top", "17", "--out", str(tmp_path)])
     assert code == 0
     report = json.loads((tmp_path / "report.json").read_text())
