@@ -24,7 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .common import RESULTS, markdown_table, median, pydoc_text, pyplot
-from .tasks import Item, build
+from .tasks import TASKS, Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared
 PAIRS = {"bundled": ("bundled", "bundled"),
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafter", help="another drafter for the pair's verifier (e.g. a folder `asymspec "
                         "distill-drafter` wrote), measured on the pair's plan")
     parser.add_argument("--items", type=int, help="items per task (default: 8 quick, 50 full)")
-    parser.add_argument("--tasks", nargs="+", help="subset of needle, needle2, tools, retention, tool_output")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, metavar="TASK", help=f"subset of {', '.join(TASKS)}")
     parser.add_argument("--compressors", nargs="+", help="subset of head_tail, bm25, surprisal (tools keep signatures)")
     parser.add_argument("--ratios", type=int, nargs="+", help="subset of the compression ratios")
     parser.add_argument("--betas", type=float, nargs="+", help="subset of the β values of the AsymSpec systems")

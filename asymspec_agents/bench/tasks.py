@@ -50,9 +50,7 @@ LONG_HAYSTACK_CHARS = 17_000  # about 4.2k SmolLM2 tokens: where a cheaper draft
 
 
 def build(task: str, count: int, seed: int = 0) -> list[Item]:
-    return {"needle": needle, "needle2": lambda n, s: needle(n, s, hops=2), "tools": tool_selection,
-            "retention": retention, "tool_output": tool_output,
-            "needle_long": lambda n, s: needle(n, s, haystack_chars=LONG_HAYSTACK_CHARS, task="needle_long")}[task](count, seed)
+    return BUILDERS[task](count, seed)
 
 
 def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000, task: str | None = None) -> list[Item]:
@@ -191,3 +189,10 @@ def _first_sentence(text: str) -> str:
 
 def _split(index: int, count: int) -> str:
     return "dev" if index < round(count * DEV_FRACTION) else "test"
+
+
+# task name -> items(count, seed): the one list of benchmark tasks
+BUILDERS = {"needle": needle, "needle2": lambda n, s: needle(n, s, hops=2), "tools": tool_selection,
+            "retention": retention, "tool_output": tool_output,
+            "needle_long": lambda n, s: needle(n, s, haystack_chars=LONG_HAYSTACK_CHARS, task="needle_long")}
+TASKS = tuple(BUILDERS)
