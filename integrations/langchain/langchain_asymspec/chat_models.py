@@ -54,7 +54,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     """A drafter that reads the whole conversation and a verifier that reads a compressed memory of it, decoded
     with context-asymmetric speculative decoding, as a LangChain chat model.
 
-        llm = ChatAsymSpec.bundled(max_tokens=128)               # SmolLM2-135M-Instruct as verifier and drafter
+        llm = ChatAsymSpec.bundled(max_tokens=128)               # SmolLM2-135M-Instruct and its distilled drafter
         llm = ChatAsymSpec(verifier="path/or/hub-id", drafter="small-one", mode="asymmetric", beta=1.0)
         llm = ChatAsymSpec(engine=my_engine)                     # wrap an AsymSpecEngine already built
 
@@ -114,10 +114,12 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
                 "tool_calling": True, "tool_choice": True, "tool_call_streaming": True, "structured_output": True}
 
     @classmethod
-    def bundled(cls, drafter: str = "bundled", **kwargs: Any) -> "ChatAsymSpec":
-        """The bundled SmolLM2-135M-Instruct verifying, and by default drafting too. `drafter="bundled-small"`
-        (with `fuse_bonus=True`) is its distilled 6-layer student: it reads long passages and tool outputs for the
-        verifier at about half the FLOPs, but it cannot write tool-call arguments yet (README, "Set up")."""
+    def bundled(cls, drafter: str = "bundled-small", **kwargs: Any) -> "ChatAsymSpec":
+        """The bundled SmolLM2-135M-Instruct verifying for its distilled 6-layer student `bundled-small`, which reads
+        long passages and tool outputs for the verifier at about half the Ceiling's FLOPs (README, "Set up").
+        The bonus token is fused (`fuse_bonus=True`): with the paper's unfused bonus this student breaks codes.
+        `drafter="bundled"` is the identical pair, whose AsymSpec equals the full-context Ceiling."""
+        kwargs.setdefault("fuse_bonus", True)
         return cls(verifier="bundled", drafter=drafter, **kwargs)
 
     # -----------------------------------------------------------------------------------------------------------

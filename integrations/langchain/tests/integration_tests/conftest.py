@@ -36,4 +36,4 @@ def docs_tools(agent_example):
 
 @pytest.fixture
 def llm():
-    return ChatAsymSpec.bundled(max_tokens=48)
+    return ChatAsymSpec(verifier="bundled", drafter="bundled", max_tokens=48)

@@ -46,7 +46,7 @@ def resume(db_path: str, thread_id: str, question: str) -> dict:
 
     example = load_example("langgraph_agent")
     tools = example.make_tools(example.ReferenceSearch(example.python_reference()))
-    llm = ChatAsymSpec.bundled(max_tokens=48)
+    llm = ChatAsymSpec(verifier="bundled", drafter="bundled", max_tokens=48)
     app = build_graph(llm, tools, sqlite_saver(db_path))
     config = {"configurable": {"thread_id": thread_id}}
     before = app.get_state(config).values["messages"]

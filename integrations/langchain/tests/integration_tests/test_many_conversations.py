@@ -30,7 +30,7 @@ def replies(messages) -> list[AIMessage]:
 
 @pytest.fixture(scope="module")
 def llm():
-    return ChatAsymSpec.bundled(max_tokens=16)
+    return ChatAsymSpec(verifier="bundled", drafter="bundled", max_tokens=16)
 
 
 def test_four_threads_stepped_in_concurrent_rounds_each_prefill_only_their_new_tokens_and_equal_serial(llm):

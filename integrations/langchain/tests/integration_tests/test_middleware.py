@@ -61,7 +61,7 @@ class TrimTo(AgentMiddleware):
 
 @pytest.fixture(scope="module")
 def llm():
-    return ChatAsymSpec.bundled(max_tokens=24)
+    return ChatAsymSpec(verifier="bundled", drafter="bundled", max_tokens=24)
 
 
 def talk(agent, thread: str, notes) -> None:
@@ -125,7 +125,7 @@ def read_handbook() -> str:
 def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafters_view(agent_example):
     """Identical pair, fused rule, β = 1: AsymSpec equals the verifier on the full view (docs/design.md §5.2), so
     the fact in the cleared tool output is answered exactly as the full-context model answers it."""
-    fused = ChatAsymSpec.bundled(max_tokens=32, acceptance="fused")
+    fused = ChatAsymSpec.bundled(drafter="bundled", max_tokens=32, acceptance="fused")
     budget = agent_example.ToolBudget(1, answer_prompt="Now answer: what is the access code?")
     recorder = Recorder()
     clear = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=0)])
@@ -137,7 +137,7 @@ def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafte
     assert tool_results and all("5969" not in m.text for m in tool_results)  # the verifier's copy was cleared
     assert any("5969" in m.text for m in final["full"] if isinstance(m, ToolMessage))  # the drafter's was not
     # the verifier alone on the drafter's view of the same call (tool_choice "none": no tools block)
-    ceiling = ChatAsymSpec.bundled(max_tokens=32, mode="full").invoke(with_later_messages(final["full"], final["messages"]))
+    ceiling = ChatAsymSpec(verifier="bundled", max_tokens=32, mode="full").invoke(with_later_messages(final["full"], final["messages"]))
     assert messages[-1].content == ceiling.content
 
 

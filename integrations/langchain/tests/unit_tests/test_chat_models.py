@@ -58,10 +58,10 @@ def test_construction_loads_nothing_and_validates_settings():
         ChatAsymSpec(gamma=2.0)
     with pytest.raises(ValueError, match="max_tokn"):
         ChatAsymSpec(max_tokn=3)  # a misspelt setting is an error, not silently dropped
-    small = ChatAsymSpec.bundled(drafter="bundled-small", fuse_bonus=True)
+    small = ChatAsymSpec.bundled()
     assert (small.verifier, small.drafter, small.fuse_bonus) == ("bundled", "bundled-small", True)
     assert small._core is None
-    assert ChatAsymSpec.bundled().drafter == "bundled"
+    assert ChatAsymSpec.bundled(drafter="bundled", fuse_bonus=False).fuse_bonus is False
 
 
 def test_forced_tool_call_is_the_same_from_invoke_and_stream(llm):
