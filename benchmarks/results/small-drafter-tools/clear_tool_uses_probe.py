@@ -6,14 +6,12 @@ phrasings of the question, with the shipped `bundled-small` (the README's "LangC
 import sys
 from pathlib import Path
 
-# the handbook tool and the example's ToolBudget come from the middleware tests
+# the handbook agent comes from the middleware tests
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "integrations/langchain/tests/integration_tests"))
-from langchain.agents import create_agent
-from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
 from langchain_core.messages import HumanMessage
-from langchain_asymspec import AsymSpecMiddleware, ChatAsymSpec
+from langchain_asymspec import ChatAsymSpec
 from conftest import load_example
-from test_middleware import read_handbook
+from test_middleware import HANDBOOK_REQUEST, cleared_handbook_agent
 example = load_example("langgraph_agent")
 systems = {"verifier alone": dict(drafter="bundled", mode="compressed"),
            "paper rule": dict(drafter="bundled-small", fuse_bonus=False),
@@ -23,10 +21,7 @@ systems = {"verifier alone": dict(drafter="bundled", mode="compressed"),
 phrasings = ["Now answer: what is the access code?", "What is the access code of the server room? Give the code."]
 for name, cfg in systems.items():
     for p in phrasings:
-        llm = ChatAsymSpec(verifier="bundled", max_tokens=32, **cfg)
-        budget = example.ToolBudget(1, answer_prompt=p)
-        clear = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=0)])
-        agent = create_agent(llm, [read_handbook], middleware=[AsymSpecMiddleware(), clear, budget])
-        last = agent.invoke({"messages": [HumanMessage("Read the handbook: I need the server room's access code.")]})["messages"][-1]
+        agent = cleared_handbook_agent(ChatAsymSpec(verifier="bundled", max_tokens=32, **cfg), example, p)
+        last = agent.invoke({"messages": [HumanMessage(HANDBOOK_REQUEST)]})["messages"][-1]
         acc = last.response_metadata["asymspec"].get("acceptance_rate")
         print(f"{name:20s} {'OK' if '5969' in last.content else 'no':3s} acc={acc} {last.content[:70]!r}", flush=True)

@@ -122,15 +122,24 @@ def read_handbook() -> str:
     return CODE_DOCUMENT
 
 
+HANDBOOK_REQUEST = "Read the handbook: I need the server room's access code."
+
+
+def cleared_handbook_agent(llm, example, question: str, *inner):
+    """One forced call reads the handbook, then `question` is asked; ClearToolUsesEdit clears the tool output
+    from the verifier's view (the drafter keeps it). `inner`: middleware after the budget."""
+    budget = example.ToolBudget(1, answer_prompt=question)
+    clear = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=0)])
+    return create_agent(llm, [read_handbook], middleware=[AsymSpecMiddleware(), clear, budget, *inner])
+
+
 def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafters_view(agent_example):
     """Identical pair, fused rule, β = 1: AsymSpec equals the verifier on the full view (docs/design.md §5.2), so
     the fact in the cleared tool output is answered exactly as the full-context model answers it."""
     fused = ChatAsymSpec.bundled(drafter="bundled", max_tokens=32, acceptance="fused")
-    budget = agent_example.ToolBudget(1, answer_prompt="Now answer: what is the access code?")
     recorder = Recorder()
-    clear = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=0)])
-    agent = create_agent(fused, [read_handbook], middleware=[AsymSpecMiddleware(), clear, budget, recorder])
-    messages = agent.invoke({"messages": [HumanMessage("Read the handbook: I need the server room's access code.")]})["messages"]
+    agent = cleared_handbook_agent(fused, agent_example, "Now answer: what is the access code?", recorder)
+    messages = agent.invoke({"messages": [HumanMessage(HANDBOOK_REQUEST)]})["messages"]
     assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
     final = recorder.calls[-1]
     tool_results = [m for m in final["messages"] if isinstance(m, ToolMessage)]
@@ -146,12 +155,8 @@ def test_with_the_distilled_drafter_the_cleared_fact_is_recovered_and_the_verifi
     on two phrasings of the question: the pair answers 5969 from the drafter's uncleared view on the second (on
     the first it answers "a password"); the verifier alone on the cleared view answers neither."""
     def answer(question, **settings):
-        llm = ChatAsymSpec.bundled(max_tokens=32, **settings)
-        budget = agent_example.ToolBudget(1, answer_prompt=question)
-        clear = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=0)])
-        agent = create_agent(llm, [read_handbook], middleware=[AsymSpecMiddleware(), clear, budget])
-        return agent.invoke({"messages": [HumanMessage("Read the handbook: I need the server room's access code.")]}
-                            )["messages"][-1].content
+        agent = cleared_handbook_agent(ChatAsymSpec.bundled(max_tokens=32, **settings), agent_example, question)
+        return agent.invoke({"messages": [HumanMessage(HANDBOOK_REQUEST)]})["messages"][-1].content
 
     questions = ("Now answer: what is the access code?", "What is the access code of the server room? Give the code.")
     assert sum("5969" in answer(q) for q in questions) >= 1
