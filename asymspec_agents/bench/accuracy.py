@@ -493,28 +493,7 @@ def plot_all(results: dict, out: Path) -> None:
         fig.savefig(out / "accuracy.png", dpi=110)
         plt.close(fig)
 
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-        for group in groups:
-            for rule, style in zip(RULES, ("-", ":")):
-                subset = [r for r in rows if (r["task"], r["compressor"], r["ratio"] or 0) == group
-                          and _rule(r["system"]) == rule and "no-gate" not in r["system"] and r["gap_closed"] is not None]
-                if subset:
-                    left.plot([_beta(r["system"]) for r in subset], [r["gap_closed"] for r in subset], marker="o",
-                              linestyle=style, label=f"{rule}: {group[0]} · {group[1]}")
-        left.axhline(1.0, color="grey", linestyle="--", label="ceiling")
-        left.set_xlabel("β")
-        left.set_ylabel("gap closed (test)")
-        left.set_title("Gap closed vs β (gate on)")
-        left.legend(fontsize=7)
-        for r in rows:
-            right.scatter((r["verifier_flops"] + r["drafter_flops"]) / 1e9, r["accuracy"], s=14,
-                          color="#999" if r["system"] in ("floor", "ceiling") else "#4a7")
-        right.set_xlabel("total GFLOPs per item (drafter + verifier)")
-        right.set_ylabel("accuracy")
-        right.set_title("FLOPs vs accuracy")
-        fig.tight_layout()
-        fig.savefig(out / "gap_and_flops.png", dpi=110)
-        plt.close(fig)
+        _plot_gap_and_flops(plt, rows, groups, out / "gap_and_flops.png")
     if "scaling" in results:
         steps = results["scaling"]["steps"]
         fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -528,6 +507,44 @@ def plot_all(results: dict, out: Path) -> None:
         fig.tight_layout()
         fig.savefig(out / "scaling.png", dpi=110)
         plt.close(fig)
+
+
+def _plot_gap_and_flops(plt, rows: list[dict], groups: list[tuple], path: Path) -> None:
+    """Each system's operating point in every cell (accuracy against total FLOPs relative to the Ceiling), and the
+    gap closed against β where a run tried more than one β."""
+    betas = {_beta(r["system"]) for r in rows if _rule(r["system"])}
+    fig, axes = plt.subplots(1, 2 if len(betas) > 1 else 1, figsize=(11 if len(betas) > 1 else 6.5, 4), squeeze=False)
+    points = axes[0][-1]
+    kinds: dict[str, list[dict]] = {}  # one legend entry per kind of system, whatever its β
+    for r in rows:
+        kinds.setdefault(r["system"].split(" β=")[0] if _rule(r["system"]) else r["system"], []).append(r)
+    for (kind, found), marker in zip(kinds.items(), "osD^vP*Xh<>"):
+        points.scatter([r["total_flops_vs_ceiling"] for r in found], [r["accuracy"] for r in found], s=22,
+                       marker=marker, label=kind, alpha=0.8)
+    points.axvline(1.0, color="grey", linestyle="--", lw=0.8)
+    points.set_xlabel("total FLOPs (drafter + verifier) × the Ceiling's")
+    points.set_ylabel("accuracy (test)")
+    points.set_title(f"Operating points in {len(groups)} task × compression cells")
+    points.legend(fontsize=7)
+    if len(betas) > 1:
+        left = axes[0][0]
+        for group in groups:
+            for rule, style in zip(RULES, ("-", ":")):
+                subset = [r for r in rows if (r["task"], r["compressor"], r["ratio"] or 0) == group
+                          and _rule(r["system"]) == rule and "no-gate" not in r["system"] and r["gap_closed"] is not None]
+                if subset:
+                    ratio = f" {group[2]}×" if group[2] else ""
+                    left.plot([_beta(r["system"]) for r in subset], [r["gap_closed"] for r in subset], marker="o",
+                              linestyle=style, label=f"{rule}: {group[0]} · {group[1]}{ratio}")
+        left.axhline(1.0, color="grey", linestyle="--", label="ceiling")
+        left.set_ylim(-0.5, 1.5)  # a Ceiling barely above the Floor makes gaps of 20: off this scale, in the table
+        left.set_xlabel("β")
+        left.set_ylabel("gap closed (test)")
+        left.set_title("Gap closed vs β (gate on)")
+        left.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _machine() -> str:

@@ -6,11 +6,13 @@ with its `tool_choice` gets, and one forward gives those rows); one forward over
 that view's. At every reply
 position a record keeps the log-probabilities of a candidate set: the `candidates` tokens most likely under either
 view (the reply token among them). Records are small (no hidden states: the student's
-frozen trunk is cheap to recompute), saved in shards so an interrupted run resumes where it stopped.
+frozen trunk is cheap to recompute), saved in shards so an interrupted run resumes where it stopped; each shard
+names the examples it was made from, so a cache made from other examples is refused instead of misread.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from tqdm import tqdm
 from ...chat import AsymSpecChat
 from ...context import DualContext
 from ...engine import AsymSpecEngine
+from ...errors import ConfigError
 from .examples import Example
 
 TOOL_REPLY_TOKENS = 48  # a whole call: <tool_call>{"name": …, "arguments": {…}}</tool_call>
@@ -50,12 +53,13 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
     bar = tqdm(total=len(examples), desc="teacher", unit="example", disable=not progress)
     for start in shards:
         path = out_dir / f"teacher-{start // shard_size:04d}.pt"
+        batch = examples[start:start + shard_size]
         if path.is_file():
-            records += torch.load(path, weights_only=False)
-            bar.update(min(shard_size, len(examples) - start))
+            records += _load_shard(path, fingerprint(batch))
+            bar.update(len(batch))
             continue
         shard = []
-        for example in examples[start:start + shard_size]:
+        for example in batch:
             chat = AsymSpecChat(engine, policy=example.policy) if example.tools else None
             context = chat.context if chat else DualContext(tokenizer, example.policy)
             views = context.render(example.messages, tools=example.tools or None, query=example.query)
@@ -69,11 +73,27 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
                                          candidates))
             bar.update()
         staging = path.with_suffix(".part")
-        torch.save(shard, staging)
+        torch.save({"examples": fingerprint(batch), "records": shard}, staging)
         staging.replace(path)
         records += shard
     bar.close()
     return records
+
+
+def fingerprint(examples: list[Example]) -> str:
+    """What a shard was made from: a hash of its examples (messages, tools, compression policy; all plain
+    dataclasses, so their repr is stable across runs)."""
+    return hashlib.sha256("\n".join(map(repr, examples)).encode()).hexdigest()[:16]
+
+
+def _load_shard(path: Path, expected: str) -> list[TeacherRecord]:
+    saved = torch.load(path, weights_only=False)
+    made_from = saved.get("examples") if isinstance(saved, dict) else None
+    if made_from != expected:
+        raise ConfigError(f"The teacher shard {path} was made from other examples (another --examples, --dev, "
+                          f"--tool-examples or --seed, or another Python's standard library); delete {path.parent} "
+                          "or pass another --teacher-cache.")
+    return saved["records"]
 
 
 def _greedy_reply(model, prompt: list[int], max_new_tokens: int, eos: list[int]) -> tuple[list[int], torch.Tensor]:

@@ -44,6 +44,13 @@ def test_teacher_records_hold_the_reply_token_and_resume_from_shards(setup):
     assert [r.reply for r in again] == [r.reply for r in records]  # loaded, not recomputed with other settings
 
 
+def test_teacher_shards_made_from_other_examples_are_refused(setup):
+    tokenizer, verifier, examples, _, out = setup
+    others = build_examples(8, seed=2, tokenizer=tokenizer, haystack_chars=(300, 700))
+    with pytest.raises(ConfigError, match="made from other examples.*--teacher-cache"):
+        teacher_records(verifier, tokenizer, others, out / "teacher", shard_size=3, progress=False)
+
+
 def test_tool_examples_are_agent_transcripts_whose_replies_follow_the_tool_grammar(setup, tmp_path):
     tokenizer, verifier, _, _, _ = setup
     small = dict(haystack_chars=(300, 700), tools_per_example=2)  # a byte tokenizer makes long prompts
