@@ -196,13 +196,18 @@ def merge_parts(parts: list[dict]) -> dict:
     merged = {key: first[key] for key in (*same, "machine") if key in first}
     merged.update(date=max(part["date"] for part in parts),
                   plan={**first["plan"], "settings": settings}, accuracy=summarize(records, first["plan"]["systems"]),
-                  records=records, parts=len(parts))
-    if settings != whole or first["plan"]["items"] != grid["items"]:
+                  records=records, parts=sum(part.get("parts", 1) for part in parts))  # a merged part counts its own
+    if _as_sets(settings) != _as_sets(whole) or first["plan"]["items"] != grid["items"]:
         merged["run"] = f"part of the {'quick' if first['quick'] else 'full'} grid"
     scaling = next((part["scaling"] for part in parts if "scaling" in part), None)
     if scaling:
         merged["scaling"] = scaling
     return merged
+
+
+def _as_sets(settings: dict) -> dict:
+    """Settings per task whatever the order the parts listed them in."""
+    return {task: {tuple(s) for s in found} for task, found in settings.items()}
 
 
 # -- accuracy and cost ---------------------------------------------------------------------------------------

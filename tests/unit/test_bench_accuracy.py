@@ -152,3 +152,23 @@ def test_parts_run_in_separate_processes_merge_into_one_result():
         accuracy.merge_parts([part("needle", True), part("needle", False)])
     with pytest.raises(ValueError, match="different seed"):
         accuracy.merge_parts([part("needle", True), {**part("retention", True), "seed": 1}])
+
+
+def test_parts_that_cover_a_whole_grid_in_any_order_merge_into_the_whole_run():
+    grid = accuracy.plan(quick=False, pair="bundled-small")
+    names = ["floor", "ceiling"]
+
+    def part(settings):
+        records = [{**record("i0", name, name == "ceiling"), "task": task, "compressor": compressor, "ratio": ratio}
+                   for task, found in settings.items() for compressor, ratio in found for name in names]
+        return {"pair": "bundled-small", "seed": 0, "quick": False, "date": "d", "machine": "m", "records": records,
+                "plan": {"items": grid["items"], "systems": names,
+                         "settings": {task: [list(s) for s in found] for task, found in settings.items()}}}
+
+    tasks = list(grid["settings"])
+    first = part({task: grid["settings"][task][::-1] for task in tasks[:2]})  # another order than the plan's
+    rest = part({task: grid["settings"][task] for task in tasks[2:][::-1]})
+    assert accuracy.merge_parts([first])["run"] == "part of the full grid"
+    whole = accuracy.merge_parts([first, rest])
+    assert "run" not in whole and whole["parts"] == 2
+    assert accuracy.merge_parts([{**whole, "scaling": {"steps": []}}])["parts"] == 2  # a merged part counts its own
