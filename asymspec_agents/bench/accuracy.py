@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import time
@@ -297,7 +298,8 @@ def summarize(records: list[dict], names: list[str], resamples: int = 1000) -> l
             rows.append({
                 "task": task, "compressor": compressor, "ratio": ratio or None, "system": name,
                 "chosen_on_dev": name in chosen, "n_test": len(test_items),
-                "accuracy": _accuracy(runs, test_items), "gap_closed": _gap(runs, floor, ceiling, test_items),
+                "accuracy": _accuracy(runs, test_items), "accuracy_ci": _wilson(runs, test_items),
+                "gap_closed": _gap(runs, floor, ceiling, test_items),
                 "gap_closed_ci": [low, high],
                 "acceptance": _mean([runs[i]["acceptance"] for i in test_items if runs[i]["acceptance"] is not None]),
                 "seconds_per_item": median([runs[i]["seconds"] for i in test_items]),
@@ -315,6 +317,18 @@ def summarize(records: list[dict], names: list[str], resamples: int = 1000) -> l
 
 def _accuracy(runs: dict, items: list[str]) -> float:
     return sum(runs[i]["correct"] for i in items) / len(items) if items else float("nan")
+
+
+def _wilson(runs: dict, items: list[str], z: float = 1.96) -> list[float] | None:
+    """The 95% Wilson score interval of an accuracy (sound at 0 and 1, where the normal approximation is not)."""
+    n = len(items)
+    if not n:
+        return None
+    p = _accuracy(runs, items)
+    shrink = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / shrink
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
+    return [max(0.0, centre - spread), min(1.0, centre + spread)]
 
 
 def _gap(runs, floor, ceiling, items) -> float | None:
@@ -448,7 +462,7 @@ def render_markdown(results: dict) -> str:
         lines.append(f"\nPlan: {run_plan['items']} items per task ({settings}); systems: "
                      f"{', '.join(run_plan['systems'])}. Replies are timed {timing}.\n")
     if "accuracy" in results:
-        header = ["task", "compression", "system", "accuracy (test)", "gap closed [95% CI]", "acceptance",
+        header = ["task", "compression", "system", "accuracy (test) [95% CI]", "gap closed [95% CI]", "acceptance",
                   "s/item", "s × ceiling", "verifier FLOPs × ceiling", "total FLOPs × ceiling"]
         table = []
         for r in results["accuracy"]:
@@ -457,7 +471,8 @@ def render_markdown(results: dict) -> str:
                 gap += f" [{r['gap_closed_ci'][0]:.2f}, {r['gap_closed_ci'][1]:.2f}]"
             setting = r["compressor"] + (f" {r['ratio']}×" if r["ratio"] else "")
             name = r["system"] + (" (chosen on dev)" if r["chosen_on_dev"] else "")
-            table.append([r["task"], setting, name, f"{r['accuracy']:.2f} (n={r['n_test']})", gap,
+            ci = f" [{r['accuracy_ci'][0]:.2f}, {r['accuracy_ci'][1]:.2f}]" if r.get("accuracy_ci") else ""
+            table.append([r["task"], setting, name, f"{r['accuracy']:.2f}{ci} (n={r['n_test']})", gap,
                           "" if r["acceptance"] != r["acceptance"] else f"{r['acceptance']:.0%}",
                           f"{r['seconds_per_item']:.2f}", f"{r['seconds_vs_ceiling']:.2f}",
                           f"{r['verifier_flops_vs_ceiling']:.2f}", f"{r['total_flops_vs_ceiling']:.2f}"])

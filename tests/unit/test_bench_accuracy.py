@@ -172,3 +172,10 @@ def test_parts_that_cover_a_whole_grid_in_any_order_merge_into_the_whole_run():
     whole = accuracy.merge_parts([first, rest])
     assert "run" not in whole and whole["parts"] == 2
     assert accuracy.merge_parts([{**whole, "scaling": {"steps": []}}])["parts"] == 2  # a merged part counts its own
+
+
+def test_accuracy_comes_with_its_wilson_interval():
+    runs = {f"i{i}": {"correct": i < 7} for i in range(10)}
+    low, high = accuracy._wilson(runs, list(runs))
+    assert (round(low, 3), round(high, 3)) == (0.397, 0.892)  # 7/10: the textbook Wilson 95% interval
+    assert accuracy._wilson({"a": {"correct": True}}, ["a"])[1] == 1.0 and accuracy._wilson(runs, []) is None
