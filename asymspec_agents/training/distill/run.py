@@ -156,8 +156,14 @@ def plot_losses(history: dict, path: Path) -> None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     steps = history["steps"]
-    for name in ("full", "comp", "fuse", "total"):
-        ax.plot([s["epoch"] for s in steps], [s[name] for s in steps], label=name, lw=1)
+    epochs = [s["epoch"] for s in steps]
+    window = max(1, len(steps) // 40)  # one example's loss swings by 10x: show a running mean over the raw steps
+    for name, color in zip(("full", "comp", "fuse", "total"), ("C0", "C1", "C2", "C3")):
+        values = [s[name] for s in steps]
+        smooth = [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
+                  for i in range(len(values))]
+        ax.plot(epochs, values, color=color, lw=0.5, alpha=0.25)
+        ax.plot(epochs, smooth, color=color, lw=1.5, label=f"{name} (mean of {window} steps)")
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss (KL, nats)")
     ax.set_yscale("log")

@@ -55,7 +55,7 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
         path = out_dir / f"teacher-{start // shard_size:04d}.pt"
         batch = examples[start:start + shard_size]
         if path.is_file():
-            records += _load_shard(path, fingerprint(batch))
+            records += _load_shard(path, _fingerprint(batch))
             bar.update(len(batch))
             continue
         shard = []
@@ -73,14 +73,14 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
                                          candidates))
             bar.update()
         staging = path.with_suffix(".part")
-        torch.save({"examples": fingerprint(batch), "records": shard}, staging)
+        torch.save({"examples": _fingerprint(batch), "records": shard}, staging)
         staging.replace(path)
         records += shard
     bar.close()
     return records
 
 
-def fingerprint(examples: list[Example]) -> str:
+def _fingerprint(examples: list[Example]) -> str:
     """What a shard was made from: a hash of its examples (messages, tools, compression policy; all plain
     dataclasses, so their repr is stable across runs)."""
     return hashlib.sha256("\n".join(map(repr, examples)).encode()).hexdigest()[:16]
