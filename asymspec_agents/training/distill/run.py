@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from dataclasses import asdict
@@ -19,6 +20,17 @@ DEV_SEED_OFFSET = 10_000  # dev examples come from another seed: no prompt is sh
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        report = run(args)
+    except AsymSpecError as exc:
+        print(f"asymspec: error: {exc}", file=sys.stderr)
+        return 2
+    print(render_markdown(report))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="asymspec distill-drafter", description=__doc__)
     parser.add_argument("--verifier", default="bundled", help="the teacher (and the weights the student is cut from)")
     parser.add_argument("--examples", type=int, default=450, help="training prompts")
@@ -45,14 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/distill", help="output folder (checkpoint, student, report)")
     parser.add_argument("--teacher-cache", help="folder of the teacher's shards (default: OUT/teacher); reuse it to "
                         "train other students on the same teacher data")
-    args = parser.parse_args(argv)
-    try:
-        report = run(args)
-    except AsymSpecError as exc:
-        print(f"asymspec: error: {exc}", file=sys.stderr)
-        return 2
-    print(render_markdown(report))
-    return 0
+    return parser
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -71,16 +76,12 @@ def run(args: argparse.Namespace) -> dict:
                                  if args.tool_examples else "")})
     started = time.perf_counter()
     cache = Path(args.teacher_cache) if args.teacher_cache else out / "teacher"
-    dev_seed = args.seed + DEV_SEED_OFFSET
     train_set = teacher_records(verifier, tokenizer, build_examples(args.examples, args.seed, tokenizer), cache / "train")
-    dev_set = teacher_records(verifier, tokenizer, build_examples(args.dev, dev_seed, tokenizer), cache / "dev")
     if args.tool_examples:  # their own shards: the plain examples' shards stay valid with or without them
-        dev_tools = max(1, round(args.tool_examples * args.dev / max(args.examples, 1)))
         transcripts = build_tool_examples(args.tool_examples, args.seed, tokenizer)
         train_set += [r for r in teacher_records(verifier, tokenizer, transcripts, cache / "train-tools")
                       if r.kind in args.tool_kinds]
-        dev_set += teacher_records(verifier, tokenizer, build_tool_examples(dev_tools, dev_seed, tokenizer),
-                                   cache / "dev-tools")
+    dev_set = dev_records(verifier, tokenizer, args, cache)
     teacher_seconds = time.perf_counter() - started
     config = TrainConfig(epochs=args.epochs, lr=args.lr, weights=tuple(args.weights), context_weight=args.context_weight,
                          seed=args.seed)
@@ -97,6 +98,18 @@ def run(args: argparse.Namespace) -> dict:
     (out / "report.md").write_text(render_markdown(report))
     plot_losses(history, out / "loss.png")
     return report
+
+
+def dev_records(verifier, tokenizer, args: argparse.Namespace, cache: Path) -> list:
+    """The teacher's records of a run's held-out prompts (its plain ones, then its agent transcripts in the same
+    share as in training), from or into the shards under `cache`."""
+    seed = args.seed + DEV_SEED_OFFSET
+    records = teacher_records(verifier, tokenizer, build_examples(args.dev, seed, tokenizer), cache / "dev")
+    if args.tool_examples:
+        count = max(1, round(args.tool_examples * args.dev / max(args.examples, 1)))
+        transcripts = build_tool_examples(count, seed, tokenizer)
+        records += teacher_records(verifier, tokenizer, transcripts, cache / "dev-tools")
+    return records
 
 
 def engine_check(verifier, student, tokenizer, records) -> dict:
@@ -160,8 +173,7 @@ def plot_losses(history: dict, path: Path) -> None:
     window = max(1, len(steps) // 40)  # one example's loss swings by 10x: show a running mean over the raw steps
     for name, color in zip(("full", "comp", "fuse", "total"), ("C0", "C1", "C2", "C3")):
         values = [s[name] for s in steps]
-        smooth = [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
-                  for i in range(len(values))]
+        smooth = [statistics.fmean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
         ax.plot(epochs, values, color=color, lw=0.5, alpha=0.25)
         ax.plot(epochs, smooth, color=color, lw=1.5, label=f"{name} (mean of {window} steps)")
     ax.set_xlabel("epoch")

@@ -10,8 +10,7 @@ import torch
 from safetensors.torch import load_file
 from asymspec_agents.models import load_model
 from asymspec_agents.models.students import assemble_student
-from asymspec_agents.training.distill.teacher import teacher_records
-from asymspec_agents.training.distill.examples import build_examples, build_tool_examples
+from asymspec_agents.training.distill.run import build_parser, dev_records
 from asymspec_agents.training.distill.train import evaluate_by_kind
 
 rerun = Path(sys.argv[1])
@@ -22,9 +21,7 @@ same = all(torch.equal(a[k], b[k]) for k in a)
 rel = max(((a[k].float() - b[k].float()).norm() / a[k].float().norm().clamp_min(1e-12)).item() for k in a)
 print(f"delta tensors: {len(a)}; bit-identical: {same}; worst relative L2 difference: {rel:.4f}")
 verifier, tok = load_model("bundled")
-cache = rerun / "teacher"
-dev = teacher_records(verifier, tok, build_examples(60, 10000, tok), cache / "dev", progress=False)
-dev += teacher_records(verifier, tok, build_tool_examples(16, 10000, tok), cache / "dev-tools", progress=False)
+dev = dev_records(verifier, tok, build_parser().parse_args(["--out", str(rerun)]), rerun / "teacher")  # the recipe's
 out = {}
 for name, folder in (("shipped", shipped), ("rerun", rerun)):
     student = assemble_student(verifier, folder)
