@@ -51,13 +51,16 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
 	touch $@
 
+# The default pair on two servers: the verifier on 127.0.0.1:8011, the bundled-small drafter on :8012.
 vllm-start: install vllm-venv
-	$(PY) -m asymspec_agents.server.vllm start
+	$(PY) -m asymspec_agents.server.vllm start --model bundled
+	$(PY) -m asymspec_agents.server.vllm start --model bundled-small
 
 vllm-stop:
-	$(PY) -m asymspec_agents.server.vllm stop
+	$(PY) -m asymspec_agents.server.vllm stop --model bundled
+	$(PY) -m asymspec_agents.server.vllm stop --model bundled-small
 
-# Run before every change that touches engine/remote.py: the session starts its own vLLM server on 127.0.0.1.
+# Run before every change that touches engine/remote*.py: the session starts its own vLLM servers on 127.0.0.1.
 test-remote: install vllm-venv
 	$(PY) -m pytest -q tests/remote
 

@@ -19,6 +19,7 @@ from .context.tools import check_tool_choice
 from .context.tool_format import (TOOL_CALL_CLOSE, TOOL_CALL_OPEN, InvalidToolCall, ParsedToolCall,
                                   parse_tool_calls)
 from .engine import AsymSpecEngine, GenerationConfig, GenerationStats
+from .engine.remote import is_remote
 from .errors import InvalidInputError
 
 
@@ -95,7 +96,7 @@ class AsymSpecChat:
         self.engine = engine
         self.config = config or GenerationConfig()
         # surprisal pruning scores verifier-token ids with the drafter: only possible when they share a vocabulary
-        drafter = engine.drafter if engine.bridge is None else None
+        drafter = engine.drafter if engine.bridge is None and not is_remote(engine.drafter) else None
         self.context = context or DualContext(engine.tokenizer, policy, drafter=drafter)
         self._grammars = None
         self._grammar_lock = threading.Lock()

@@ -3,7 +3,8 @@
 from .config import MODES, GenerationConfig
 from .decisions import DecisionPolicy
 from .engine import AsymSpecEngine, GenerationResult, StreamChunk
+from .remote import RemoteModel, RemoteModelError
 from .stats import GenerationStats, StreamStats
 
 __all__ = ["AsymSpecEngine", "DecisionPolicy", "GenerationConfig", "GenerationResult", "GenerationStats", "MODES",
-           "StreamChunk", "StreamStats"]
+           "RemoteModel", "RemoteModelError", "StreamChunk", "StreamStats"]

@@ -12,14 +12,15 @@ import torch
 
 from ..errors import ConfigError, ContextTooLongError, InvalidInputError
 from ..errors import VocabularyMismatchError
-from ..models import check_shared_vocabulary, config_window, load_model, resolve_pair
+from ..models import check_shared_vocabulary, config_window, load_model, load_tokenizer, resolve_pair
 from .bridge import VocabularyBridge
 from .config import MODES, GenerationConfig
 from .constraints import TokenConstraint
 from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
 from .pool import DEFAULT_KV_BUDGET, CachePool, StreamSet
-from .remote import RemoteStream, RemoteVerifier
+from .remote import RemoteModel, is_remote, is_url
+from .remote_stream import RemoteStream
 from .stats import GenerationStats
 from .streams import KVStream
 from .text import IncrementalDecoder, StopMatcher
@@ -50,9 +51,10 @@ class AsymSpecEngine:
     between them; token ids passed in and returned are always the verifier's.
     Any number of threads may call one engine. Each conversation keeps its own set of KV streams in a pool
     (pool.py: a call continues the set of its conversation, or branches from the longest shared prefix; least
-    recently used sets go when the pool exceeds `kv_budget` bytes). Calls of different sets interleave block by
-    block under one compute lock: a CPU forward already uses every core, so running two at once only adds
-    contention, while interleaving keeps a short reply from waiting for a long one. Results equal serial calls.
+    recently used sets go when the pool exceeds `kv_budget` bytes). Local forwards of different calls take turns
+    under one compute lock: a CPU forward already uses every core, so running two at once only adds contention,
+    while taking turns keeps a short reply from waiting for a long one. A model on a server (engine/remote.py)
+    takes no lock: the calls' requests reach it together and it batches them. Results equal serial calls.
     """
 
     def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",
@@ -64,16 +66,16 @@ class AsymSpecEngine:
         if tokenizer is None:
             raise ConfigError("AsymSpecEngine needs the verifier's tokenizer: AsymSpecEngine(verifier, drafter, tokenizer).")
         self.verifier, self.drafter, self.tokenizer = verifier, drafter, tokenizer
-        self.remote = verifier if isinstance(verifier, RemoteVerifier) else None
-        local_verifier = None if self.remote else verifier  # a server's model has no local weights to check
+        local = [m for m in (verifier, drafter) if m is not None and not is_remote(m)]
         self.drafter_tokenizer = drafter_tokenizer if drafter_tokenizer is not None else tokenizer
-        # a served verifier's generation config is not visible here: its family's (the drafter's) stands in
-        self.eos_token_ids = _eos_ids(tokenizer, drafter if self.remote and drafter is not None else verifier)
+        # a served model's generation config is not visible here: a local one of its family stands in
+        self.eos_token_ids = _eos_ids(tokenizer, local[0] if local else verifier)
         self.bridge: VocabularyBridge | None = None
         try:
-            self.vocab_size = check_shared_vocabulary(tokenizer, self.drafter_tokenizer, local_verifier, drafter)
+            self.vocab_size = check_shared_vocabulary(tokenizer, self.drafter_tokenizer, *(
+                None if m is None or is_remote(m) else m for m in (verifier, drafter)))  # a server's: checked by it
         except VocabularyMismatchError:
-            if not bridge_vocabularies or drafter_tokenizer is None or drafter is None or self.remote:
+            if not bridge_vocabularies or drafter_tokenizer is None or drafter is None or len(local) < 2:
                 raise
             self.vocab_size = check_shared_vocabulary(tokenizer, tokenizer, verifier)
             drafter_vocab = check_shared_vocabulary(drafter_tokenizer, drafter_tokenizer, drafter)
@@ -88,27 +90,27 @@ class AsymSpecEngine:
         self.kv_cache = kv_cache
         if kv_budget < 0:
             raise ConfigError(f"kv_budget is a number of bytes >= 0, got {kv_budget!r}.")
+        self._compute = threading.Lock()  # one local forward at a time, whichever conversation it serves
         self.pool = CachePool(self._new_stream, kv_budget)
-        self._compute = threading.Lock()  # one forward (one block) at a time, whichever conversation it serves
 
     @classmethod
     def from_pretrained(cls, verifier: str = "bundled", drafter: str | None = None, *,
                         dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
-                        drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET) -> "AsymSpecEngine":
+                        drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET,
+                        tokenizer: str | None = None) -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct) or "bundled-gemma"
-        (Gemma-3-270M base); a verifier "http://host:port/v1" is a vLLM server (engine/remote.py).
-        `drafter=None` allows only `full`/`compressed`, except for a pair name: `verifier="bundled-hetero"` is
-        Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
+        (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py), verifier,
+        drafter or both (then no weights load here). `drafter=None` allows only `full`/`compressed`, except for a
+        pair name: `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a
+        vocabulary bridge.
 
-        `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`)."""
+        `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`).
+        `tokenizer`: the pair's tokenizer (hub id or folder) when both models are on servers whose model folders
+        this machine cannot read; otherwise a local model's, or the served folder's, is used."""
         verifier, drafter = resolve_pair(verifier, drafter)
-        if str(verifier).startswith(("http://", "https://")):  # a vLLM server scores; the drafter runs here
-            if drafter is None:
-                raise ConfigError("A remote verifier needs a local drafter (its tokenizer is checked against the "
-                                  "server's): pass drafter='bundled' or another model of the served family.")
-            drafter_model, tokenizer = load_model(drafter, dtype=dtype, device=device, adapter=drafter_adapter)
-            return cls(RemoteVerifier(str(verifier), tokenizer), drafter_model, tokenizer, kv_cache=kv_cache,
-                       kv_budget=kv_budget)
+        if is_url(verifier) or is_url(drafter):
+            return cls._with_servers(verifier, drafter, dtype=dtype, device=device, kv_cache=kv_cache,
+                                     drafter_adapter=drafter_adapter, kv_budget=kv_budget, tokenizer=tokenizer)
         verifier_model, tokenizer = load_model(verifier, dtype=dtype, device=device)
         drafter_model = drafter_tokenizer = None
         if drafter is not None:
@@ -117,17 +119,37 @@ class AsymSpecEngine:
                    kv_budget=kv_budget)
 
     @classmethod
+    def _with_servers(cls, verifier, drafter, *, dtype, device, kv_cache, drafter_adapter, kv_budget,
+                      tokenizer) -> "AsymSpecEngine":
+        """A pair with one model, or both, on vLLM servers; the tokenizer is checked against each server's."""
+        local_name = next((name for name in (drafter, verifier) if name is not None and not is_url(name)), None)
+        local_model = tokenizer_ = None
+        if local_name is not None:
+            adapter = drafter_adapter if local_name == drafter else None
+            local_model, tokenizer_ = load_model(local_name, dtype=dtype, device=device, adapter=adapter)
+        elif tokenizer is not None:
+            tokenizer_ = load_tokenizer(tokenizer)
+        models = {}
+        for role, name in (("verifier", verifier), ("drafter", drafter)):
+            if is_url(name):
+                models[role] = RemoteModel(str(name), tokenizer_)
+                tokenizer_ = models[role].tokenizer  # the first server's folder, when none was given
+            else:
+                models[role] = local_model if name is not None else None
+        return cls(models["verifier"], models["drafter"], tokenizer_, kv_cache=kv_cache, kv_budget=kv_budget)
+
+    @classmethod
     def shared(cls, verifier: str = "bundled", drafter: str | None = None, *,
                dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
-               kv_budget: int = DEFAULT_KV_BUDGET) -> "AsymSpecEngine":
+               kv_budget: int = DEFAULT_KV_BUDGET, tokenizer: str | None = None) -> "AsymSpecEngine":
         """One engine per (verifier, drafter, dtype, device, KV settings) in this process: chat models built with
         the same names share its models and cache pool instead of loading them again."""
         verifier, drafter = resolve_pair(verifier, drafter)
-        key = (str(verifier), None if drafter is None else str(drafter), dtype, device, kv_cache, kv_budget)
+        key = (str(verifier), None if drafter is None else str(drafter), dtype, device, kv_cache, kv_budget, tokenizer)
         with _shared_lock:
             if key not in _shared:
                 _shared[key] = cls.from_pretrained(verifier, drafter, dtype=dtype, device=device, kv_cache=kv_cache,
-                                                   kv_budget=kv_budget)
+                                                   kv_budget=kv_budget, tokenizer=tokenizer)
             return _shared[key]
 
     def generate(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
@@ -159,7 +181,7 @@ class AsymSpecEngine:
         prompts = self._prompts(full_ids, comp_ids, config)
         drafter_prompts = self._drafter_prompts(prompts, {"full", "comp"})
         used = {("verifier", view) for view in prompts} | ({("drafter", v) for v in prompts} if self.drafter else set())
-        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used) as (streams, _), self._compute:
+        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used) as (streams, _):
             for view in ("full", "comp"):
                 verifier = streams.stream("verifier", view)
                 verifier.sync(prompts[view])
@@ -188,13 +210,12 @@ class AsymSpecEngine:
             blocks = loop.run()
             try:
                 while True:
-                    with self._compute:  # one block of this call; other conversations' blocks run in between
-                        tokens = next(blocks, None)
-                        if tokens is None:
-                            break
-                        ended = loop.finish_reason is not None
-                        visible = tokens[:-1] if tokens and tokens[-1] in self.eos_token_ids else tokens
-                        text, hit = stops.push(decoder.push(visible) + (decoder.flush() if ended else ""))
+                    tokens = next(blocks, None)  # one block; other calls' forwards run in between
+                    if tokens is None:
+                        break
+                    ended = loop.finish_reason is not None
+                    visible = tokens[:-1] if tokens and tokens[-1] in self.eos_token_ids else tokens
+                    text, hit = stops.push(decoder.push(visible) + (decoder.flush() if ended else ""))
                     if hit:
                         finish = "stop"
                         yield StreamChunk(text, tokens)
@@ -204,8 +225,7 @@ class AsymSpecEngine:
                     if text or tokens:
                         yield StreamChunk(text, tokens)
             finally:
-                with self._compute:
-                    blocks.close()
+                blocks.close()
             stats = loop.stats
             stats.streams = {s.name: s.stats for s in loop.streams}
             stats.wall_seconds = time.perf_counter() - started
@@ -256,11 +276,11 @@ class AsymSpecEngine:
         return {view: self.bridge.drafter_prompt(prompts[view]) for view in views}
 
     def _new_stream(self, role: str, view: str) -> KVStream | RemoteStream:
-        if role == "verifier" and self.remote is not None:
-            return RemoteStream(self.remote, view, self.vocab_size)
         model = self.verifier if role == "verifier" else self.drafter
+        if is_remote(model):
+            return RemoteStream(model, role, view, self.vocab_size)
         vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
-        return KVStream(model, role, view, vocab, self.kv_cache)
+        return KVStream(model, role, view, vocab, self.kv_cache, lock=self._compute)
 
     def _prompts(self, full_ids, comp_ids, config: GenerationConfig) -> dict[str, list[int]]:
         if full_ids is None and comp_ids is None:

@@ -28,14 +28,25 @@ def delta(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(full, dim=-1) - torch.log_softmax(comp, dim=-1)
 
 
-def delta_from(source: str, full: torch.Tensor, comp: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
-    """δ by source, as the authors ablate it: "contrast" a − b, "full_only" a, "scd" t − b (log-probabilities)."""
+def delta_from(source: str, full: torch.Tensor, comp: torch.Tensor, target: torch.Tensor | None = None,
+               floors: dict[str, torch.Tensor | None] | None = None) -> torch.Tensor:
+    """δ by source, as the authors ablate it: "contrast" a − b, "full_only" a, "scd" t − b (log-probabilities).
+
+    `floors` ("full", "comp", "target" -> `[n, 1]` or None): rows a server truncated to its top N; a token it did
+    not return is read at the row's floor, the largest log-probability it can have. Both rows of a difference
+    then err towards δ = 0 (a spread estimate of the leftover mass would make δ huge on such tokens)."""
+    floors = floors or {}
+
+    def log_p(rows: torch.Tensor, name: str) -> torch.Tensor:
+        out = torch.log_softmax(rows, dim=-1)
+        return out if floors.get(name) is None else torch.maximum(out, floors[name])
+
     if source == "contrast":
-        return delta(full, comp)
+        return log_p(full, "full") - log_p(comp, "comp")
     if source == "full_only":
-        return torch.log_softmax(full, dim=-1)
+        return log_p(full, "full")
     if source == "scd":
-        return torch.log_softmax(target, dim=-1) - torch.log_softmax(comp, dim=-1)
+        return log_p(target, "target") - log_p(comp, "comp")
     raise ValueError(f"unknown δ source {source!r}")
 
 

@@ -18,7 +18,7 @@ from .bridge import DraftTranscript, VocabularyBridge
 from .config import GenerationConfig
 from .constraints import TokenConstraint
 from .stats import ACCEPTED, BONUS, CORRECTION, VERIFIER, GenerationStats
-from .streams import KVStream
+from .streams import KVStream, forward_together
 
 
 @dataclass
@@ -90,7 +90,8 @@ class DecodingLoop:
     def _verifier_step(self) -> list[Commit]:
         """No drafter: the verifier decodes one token at slot 0."""
         allowed = self._allowed()
-        row = self._masked(self.verify.forward(self._unread(self.verify), keep=1)[0], allowed)
+        left = self.max_new_tokens - len(self.generated) - 1  # single-token forwards likely to follow
+        row = self._masked(self.verify.forward(self._unread(self.verify), keep=1, ahead=left)[0], allowed)
         decision = self._decision_before([], allowed) or self._entropy_decision(row)
         return [Commit(self._advance(self._choose(row)), 0, VERIFIER, decision)]
 
@@ -99,9 +100,11 @@ class DecodingLoop:
         rollback_cap = getattr(self.constraint, "max_rollback_tokens", None) or self.k
         block = self._draft_tokens(min(self.k, rollback_cap, self.max_new_tokens - len(self.generated) - 1))
         k = len(block)
-        t_rows = self.verify.forward(self._unread(self.verify) + block.tokens, keep=k + 1)  # [k+1, vocab]
-        b_rows = (self.contrast.forward(self._unread(self.contrast) + block.drafter_tokens, keep=k + 1)
-                  if self.contrast else None)  # [k+1, drafter vocab]
+        calls = [(self.verify, self._unread(self.verify) + block.tokens, k + 1)]
+        if self.contrast:
+            calls.append((self.contrast, self._unread(self.contrast) + block.drafter_tokens, k + 1))
+        # t: [k+1, vocab]; b: [k+1, drafter vocab] (streams on servers send both requests at once)
+        t_rows, b_rows = (forward_together(calls) + [None])[:2]
 
         n, cut, verification = k, None, None
         if k:
@@ -146,7 +149,8 @@ class DecodingLoop:
 
     def _draft_tokens(self, k_target: int) -> DraftBlock:
         """Drafter proposes up to k_target tokens; stops early at EOS, low confidence, or before a decision point."""
-        block = DraftBlock(full_rows=[self.draft.forward(self._unread(self.draft), keep=1)[0]])
+        # ahead: x_1..x_{k-1} and, for a fused bonus, x_k are fed one at a time after this forward
+        block = DraftBlock(full_rows=[self.draft.forward(self._unread(self.draft), keep=1, ahead=k_target)[0]])
         allowed = self._allowed()
         block.decision_now = (self._forced_decision or self._decision_before([], allowed)
                               or self._entropy_decision(block.full_rows[0]))
@@ -224,9 +228,12 @@ class DecodingLoop:
         if self.config.beta == 0:
             return None
         source = self.config.delta_source
+        # a server's rows are truncated: δ reads each entry it did not return at its bound (remote_stream.py)
+        floors = {"comp": self.contrast.floors(b), "full": None if a is None else self.draft.floors(a),
+                  "target": self.verify.floors(target)}
         if source == "scd":
-            return fusion.delta_from(source, None, b, target)  # one vocabulary: a bridge refuses "scd"
-        return self._lift(fusion.delta_from(source, a, b))
+            return fusion.delta_from(source, None, b, target, floors)  # one vocabulary: a bridge refuses "scd"
+        return self._lift(fusion.delta_from(source, a, b, floors=floors))
 
     def _base_at_draft(self, rows: torch.Tensor, block: DraftBlock) -> torch.Tensor:
         """softmax of the drafter's rows on the verifier's view (grammar-masked as the drafts were, temperature-scaled

@@ -67,7 +67,7 @@ class StreamSet:
         return self.streams[key]
 
     def kv_bytes(self) -> int:
-        return sum(kv_bytes(stream) for stream in self.streams.values())
+        return sum(stream.nbytes for stream in self.streams.values())
 
     def match(self, prompts: dict[StreamKey, list[int]]) -> tuple[int, bool]:
         """(cached prompt tokens this call could reuse, whether the call continues this set's conversation)."""
@@ -164,16 +164,3 @@ class CachePool:
             total -= victim.kv_bytes()
             self._sets.remove(victim)
             self._stats.evictions += 1
-
-
-def kv_bytes(stream: KVStream) -> int:
-    """Bytes of keys, values (and int8 scales) a stream's cache holds."""
-    if stream.cache is None:
-        return 0
-    total = 0
-    for layer in stream.cache.layers:
-        for name in ("keys", "values", "key_scales", "value_scales"):
-            tensor = getattr(layer, name, None)
-            if tensor is not None and hasattr(tensor, "element_size"):
-                total += tensor.numel() * tensor.element_size()
-    return total

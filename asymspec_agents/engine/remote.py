@@ -1,24 +1,33 @@
-"""The verifier on a serving engine: vLLM's OpenAI-compatible API scores each verification block by token ids.
+"""Models on a serving engine: a stock vLLM server scores and drafts by token ids (docs/deploy.md).
 
-`RemoteVerifier` is the connection (model, window, tokenizer check, retries); `RemoteStream` stands where a local
-verifier's `KVStream` stands in the engine: it holds the ids the server has "read" and returns, per position, the
-verifier's log-probabilities. The server keeps no state of ours: every block sends the whole prompt, because a
-vLLM request that asks for prompt log-probabilities bypasses its prefix cache (measured: a k = 8 block on a 1k
-prompt costs a re-prefill, ~4 s on this CPU, against 0.08 s for the same prompt without them).
+`RemoteModel` is the connection to one served model (its name, window and tokenizer, retries, the request shapes);
+`remote_stream.RemoteStream` stands where a local model's `KVStream` stands in the engine. The server keeps no
+state of ours but its prefix cache, so any coordinator can send any conversation's next block.
 
-What comes back per position is the top-N log-probabilities plus the actual next token's (vLLM always includes
-it), so each row is exact on those tokens; the rest of the vocabulary shares the leftover probability mass
-evenly, each such token getting at most the N-th value. Hence:
-- greedy decoding on the verifier alone, and the ratio rule's test p_V(d) of a draft that is the next prompt
-  token, are exact;
+Request shapes (`scoring=`). vLLM skips its prefix cache for any request that asks for prompt log-probabilities,
+so scoring k+1 positions that way re-reads the whole prompt (measured: 47-187× one cached request per block).
+- "batched" (default): the block's k+1 prefixes as ONE request, `prompt` a list of id lists, `max_tokens` 1,
+  `logprobs` N: row i is choice i's next-token row. Each prefix reuses the cached ones (measured: 2.3-5.7× one
+  cached request; what is left is each prefix recomputing its own unfinished KV block).
+- "prompt_logprobs": one request with prompt log-probabilities, for servers without prefix caching.
+Sequential single-token forwards (the drafter drafting, the verifier decoding alone) are one ordinary cached
+generation of M greedy tokens with N log-probabilities each (`generate`): the rows of the next M forwards,
+served from it as long as the caller feeds the tokens the server chose.
+
+Rows. What comes back per position is the top-N log-probabilities plus the sampled token's: exact there; the rest
+of the vocabulary shares the leftover mass evenly, each such token getting at most the N-th value (`dense_row`).
+Every row is also made exact at the token that follows it, when known (a draft): if the server did not return it,
+a second request asks for exactly that token's log-probability (`logprob_token_ids`) on the same, now cached,
+prefixes. Hence, for a remote verifier (t) with a local drafter:
+- greedy decoding on the verifier alone, and both rules' test of a draft (p_V(d), p'(d)), are exact;
 - a fused choice argmax(t + β·δ) is exact whenever the best returned token beats every other token's bound:
   outside the returned set t ≤ t_N in truth, so the choice is exact when max over returned tokens of t + β·δ ≥
   t_N + β·max δ over the others. That is AsymSpec's own case: the full view's token may rank low in the
   compressed verifier (measured on the bundled pair: N = 20 flipped a fused choice whose token ranked 59th;
-  N = 200, the default, gave the local tokens). vLLM returns the N entries for every prompt position, not only
-  the block's, so N costs JSON size: ~N × prompt length entries per block.
-SGLang's native `/generate` (`input_ids`, `return_logprob`, `logprob_start_len`, `top_logprobs_num`,
-`token_ids_logprob`) keeps its radix cache and returns only the asked positions; it needs CUDA and is not built here.
+  N = 200, the default, gave the local tokens).
+With the drafter remote too, its rows a (full view) and b (compressed view) are truncated the same way: δ = a − b
+is exact on tokens both returned and at the drafts; elsewhere it is a difference of two spread estimates, and the
+JSD gate is computed on the spread rows (docs/deploy.md measures how often that changes a token).
 """
 
 from __future__ import annotations
@@ -28,73 +37,140 @@ import math
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
 from ..errors import AsymSpecError, ConfigError
-from .stats import StreamStats
-from .streams import common_prefix
 
 TOKENIZER_PROBE = "AsymSpec checks tokenizers: Grüße, 東京, def f(x): return x**2 \n\t<|im_start|>"
+SCORING = ("batched", "prompt_logprobs")
+SPREAD_MARGIN = 1e-3  # nats below a row's smallest returned value: where the spread of its leftover mass starts
+
+Entries = dict[int, float]  # token id -> exact log-probability, one row
 
 
-class RemoteVerifierError(AsymSpecError, ConnectionError):
-    """The verifier's server is down, answered with an error, or serves another model."""
+class RemoteModelError(AsymSpecError, ConnectionError):
+    """A model's server is down, answered with an error, or serves another model."""
 
 
-class RemoteVerifier:
-    """A verifier behind vLLM's OpenAI-compatible server, e.g. `RemoteVerifier("http://127.0.0.1:8000/v1", tok)`.
+class RemoteModel:
+    """A model behind vLLM's OpenAI-compatible server, e.g. `RemoteModel("http://127.0.0.1:8000/v1", tokenizer)`.
 
-    `tokenizer`: the local tokenizer the pair shares (the drafter's); checked at start-up against the server's
-    `/tokenize`. `top_logprobs`: N per position (the server must allow it: `--max-logprobs`). Requests time out
-    after `timeout` seconds and are retried `retries` times with exponential backoff from `backoff` seconds."""
+    `tokenizer`: the tokenizer the pair shares, checked against the server's `/tokenize` at start-up and whenever
+    the server changed (None: the one in the served model's folder, when this machine can read it).
+    `model`: the served name (default: the only one served). `top_logprobs`: N per position (the server must
+    allow it: `--max-logprobs`). `scoring`: "batched" or "prompt_logprobs" (above). Requests time out after
+    `timeout` seconds and are retried `retries` times with exponential backoff from `backoff` seconds."""
 
-    def __init__(self, base_url: str, tokenizer, *, model: str | None = None, top_logprobs: int = 200,
-                 timeout: float = 120.0, retries: int = 3, backoff: float = 0.5):
+    def __init__(self, base_url: str, tokenizer=None, *, model: str | None = None, top_logprobs: int = 200,
+                 scoring: str = "batched", timeout: float = 120.0, retries: int = 3, backoff: float = 0.5):
         if not base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"A remote verifier URL starts with http:// or https://, got {base_url!r}.")
+            raise ConfigError(f"A remote model URL starts with http:// or https://, got {base_url!r}.")
         if top_logprobs < 1:
             raise ConfigError(f"top_logprobs must be at least 1, got {top_logprobs}.")
+        if scoring not in SCORING:
+            raise ConfigError(f"scoring is one of {', '.join(SCORING)}, got {scoring!r}.")
         self.base_url = base_url.rstrip("/")
-        self.top_logprobs, self.timeout, self.retries, self.backoff = top_logprobs, timeout, retries, backoff
-        self.tokenizer = tokenizer
-        cards = self._request("GET", "/models")["data"]
-        served = [card["id"] for card in cards]
-        if model is not None and model not in served:
-            raise RemoteVerifierError(f"The server at {self.base_url} serves {served}, not {model!r}.")
-        card = next(c for c in cards if model is None or c["id"] == model)
-        self.model_id = card["id"]
+        self.top_logprobs, self.scoring = top_logprobs, scoring
+        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.requested_model = model
+        card = self._card()
+        self.model_id, self.root = card["id"], card.get("root")
+        self.tokenizer = tokenizer if tokenizer is not None else served_tokenizer(self.root, self.base_url)
         window = int(card.get("max_model_len") or 1 << 30)
-        self.config = SimpleNamespace(max_position_embeddings=window, eos_token_id=None, vocab_size=len(tokenizer))
+        self.config = SimpleNamespace(max_position_embeddings=window, eos_token_id=None,
+                                      vocab_size=len(self.tokenizer), _name_or_path=f"{self.base_url}#{self.model_id}")
         self.generation_config = SimpleNamespace(eos_token_id=None)
+        self._fingerprint: str | None = None  # vLLM's hash of its configuration, model included
         self._check_tokenizer()
 
     def __repr__(self) -> str:
-        return f"RemoteVerifier({self.base_url!r}, model={self.model_id!r})"
+        return f"RemoteModel({self.base_url!r}, model={self.model_id!r})"
 
-    def log_probs(self, ids: list[int], keep: int, vocab_size: int) -> tuple[torch.Tensor, list[set[int]]]:
-        """Rows `[keep, vocab]` of log-probabilities after each of the last `keep` positions of `ids`, and per row
-        the token ids the server returned exactly."""
-        body = {"model": self.model_id, "prompt": ids, "max_tokens": 1, "temperature": 0.0,
-                "prompt_logprobs": self.top_logprobs, "logprobs": self.top_logprobs,
-                "return_tokens_as_token_ids": True}
-        choice = self._request("POST", "/completions", body)["choices"][0]
+    # -- the request shapes ----------------------------------------------------------------------------------
+
+    def rows(self, ids: list[int], keep: int) -> list[Entries]:
+        """The rows after each of the last `keep` positions of `ids`: exact at the top N and at the next token."""
+        if self.scoring == "prompt_logprobs":
+            return self._prompt_logprob_rows(ids, keep)
+        starts = range(len(ids) - keep + 1, len(ids) + 1)  # row j: the distribution after ids[:start]
+        rows = self._last_rows([ids[:end] for end in starts], logprobs=self.top_logprobs)
+        missing = [(j, ids[end]) for j, end in enumerate(starts) if end < len(ids) and ids[end] not in rows[j]]
+        if missing:  # a draft outside the top N: ask for its own log-probability on the same cached prefixes
+            wanted = sorted({token for _, token in missing})
+            extra = self._last_rows([ids[:starts[j]] for j, _ in missing], logprobs=1, logprob_token_ids=wanted)
+            for (j, _), entries in zip(missing, extra):
+                rows[j].update(entries)
+        return rows
+
+    def generate(self, ids: list[int], max_tokens: int) -> tuple[list[int], list[Entries]]:
+        """Greedy tokens after `ids` (up to `max_tokens`, fewer at EOS or the window), each with the row it was
+        chosen from: the rows of that many single-token forwards, in one cached request."""
+        max_tokens = max(1, min(max_tokens, self.config.max_position_embeddings - len(ids)))
+        body = {"prompt": ids, "max_tokens": max_tokens, "temperature": 0.0, "logprobs": self.top_logprobs}
+        choice = self._completions(body)["choices"][0]
+        logprobs = choice.get("logprobs") or {}
+        tokens = [_token_id(token) for token in logprobs.get("tokens") or []]
+        rows = [_entries(row) for row in logprobs.get("top_logprobs") or []]
+        if not tokens or len(rows) != len(tokens):
+            raise RemoteModelError(f"{self.base_url} returned {len(tokens)} tokens with {len(rows)} log-probability "
+                                   "rows; is it vLLM with --max-logprobs large enough?")
+        return tokens, rows
+
+    def _last_rows(self, prompts: list[list[int]], **logprob_args) -> list[Entries]:
+        """One request: for each prompt, the row of its next token."""
+        body = {"prompt": prompts, "max_tokens": 1, "temperature": 0.0, **logprob_args}
+        choices = sorted(self._completions(body)["choices"], key=lambda choice: choice["index"])
+        rows = [((choice.get("logprobs") or {}).get("top_logprobs") or [None])[0] for choice in choices]
+        if len(rows) != len(prompts) or any(row is None for row in rows):
+            raise RemoteModelError(f"{self.base_url} returned {len(rows)} rows for {len(prompts)} prompts; is it "
+                                   "vLLM with --max-logprobs large enough?")
+        return [_entries(row) for row in rows]
+
+    def _prompt_logprob_rows(self, ids: list[int], keep: int) -> list[Entries]:
+        """The whole prompt scored with prompt log-probabilities (vLLM then reads it afresh)."""
+        body = {"prompt": ids, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": self.top_logprobs,
+                "logprobs": self.top_logprobs}
+        choice = self._completions(body)["choices"][0]
         prompt_rows = choice.get("prompt_logprobs") or []
         last = (choice.get("logprobs") or {}).get("top_logprobs") or [None]
         if len(prompt_rows) != len(ids) or last[0] is None:
-            raise RemoteVerifierError(f"The server returned {len(prompt_rows)} prompt rows for {len(ids)} tokens and "
-                                      f"{'no' if last[0] is None else 'a'} next-token row; is it vLLM with "
-                                      "--max-logprobs large enough?")
-        rows, exact = [], []
-        for position in range(len(ids) - keep, len(ids)):
-            entries = _prompt_entry(prompt_rows[position + 1]) if position + 1 < len(ids) else _top_entry(last[0])
-            row, known = _row(entries, vocab_size)
-            rows.append(row)
-            exact.append(known)
-        return torch.stack(rows), exact
+            raise RemoteModelError(f"{self.base_url} returned {len(prompt_rows)} prompt rows for {len(ids)} tokens "
+                                   "and no next-token row; is it vLLM with --max-logprobs large enough?")
+        return [_entries(prompt_rows[position + 1]) if position + 1 < len(ids) else _entries(last[0])
+                for position in range(len(ids) - keep, len(ids))]
 
-    # -------------------------------------------------------------------------------------------------------
+    # -- the connection --------------------------------------------------------------------------------------
+
+    def _completions(self, body: dict) -> dict:
+        answer = self._request("POST", "/completions",
+                               {"model": self.model_id, "return_tokens_as_token_ids": True, **body})
+        fingerprint = answer.get("system_fingerprint")
+        if fingerprint != self._fingerprint:
+            if self._fingerprint is not None:  # restarted, or replaced: refuse another model
+                self._check_identity()
+            self._fingerprint = fingerprint
+        return answer
+
+    def _card(self) -> dict:
+        cards = self._request("GET", "/models")["data"]
+        served = [card["id"] for card in cards]
+        if self.requested_model is None and len(served) != 1:
+            raise RemoteModelError(f"The server at {self.base_url} serves {served}; name the one to use (model=...).")
+        if self.requested_model is not None and self.requested_model not in served:
+            raise RemoteModelError(f"The server at {self.base_url} serves {served}, not {self.requested_model!r}.")
+        return next(card for card in cards if self.requested_model in (None, card["id"]))
+
+    def _check_identity(self) -> None:
+        """The server's configuration changed: it must still serve the same model, with the same tokenizer."""
+        card = self._card()
+        if (card["id"], card.get("root")) != (self.model_id, self.root):
+            raise RemoteModelError(f"The server at {self.base_url} now serves {card['id']!r} from "
+                                   f"{card.get('root')!r}, not {self.model_id!r} from {self.root!r}: it was replaced "
+                                   "by another model. Point this engine at the original model's server.")
+        self._check_tokenizer()
 
     def _check_tokenizer(self) -> None:
         root = self.base_url.removesuffix("/v1")
@@ -103,10 +179,10 @@ class RemoteVerifier:
         ours = self.tokenizer(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"]
         if list(theirs) != list(ours):
             first = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
-            raise RemoteVerifierError(
+            raise RemoteModelError(
                 f"The server's model {self.model_id!r} tokenizes differently from the local tokenizer (first "
                 f"difference at token {first}: {theirs[first:first + 3]} vs {ours[first:first + 3]}); serve a model "
-                "of the drafter's family, or pass the verifier's own tokenizer.")
+                "of the pair's family, or pass that model's own tokenizer.")
 
     def _request(self, method: str, path: str, body: dict | None = None, *, root: str | None = None) -> dict:
         url = (root or self.base_url) + path
@@ -123,90 +199,60 @@ class RemoteVerifier:
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:300]
                 if exc.code < 500:  # the request is wrong: retrying cannot help
-                    raise RemoteVerifierError(f"{method} {url} was refused ({exc.code}): {detail}") from exc
+                    raise RemoteModelError(f"{method} {url} was refused ({exc.code}): {detail}") from exc
                 problem = f"{exc.code}: {detail}"
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 problem = str(getattr(exc, "reason", exc))
-        raise RemoteVerifierError(f"The verifier server at {self.base_url} did not answer {method} {path} after "
-                                  f"{self.retries + 1} tries ({problem}); start it (e.g. `make vllm-start`) or check "
-                                  "the URL. The engine's caches are intact: retry the call once it is up.")
+        raise RemoteModelError(f"The server at {self.base_url} did not answer {method} {path} after "
+                               f"{self.retries + 1} tries ({problem}); start it (e.g. `make vllm-start`) or check "
+                               "the URL. The engine's caches are intact: retry the call once it is up.")
 
 
-class RemoteStream:
-    """The verifier's stream when the verifier is remote: the same contract as `KVStream` (ids, sync, forward,
-    rollback), computed by the server from the whole prompt on every forward."""
+def served_tokenizer(root: str | None, base_url: str):
+    """The tokenizer in the served model's folder, when this machine has that folder."""
+    if not root or not Path(root).is_dir():
+        raise ConfigError(f"The server at {base_url} serves {root!r}, which is not a folder on this machine: pass "
+                          "the pair's tokenizer (a hub id or folder), e.g. tokenizer='HuggingFaceTB/SmolLM2-135M-Instruct'.")
+    from transformers import AutoTokenizer
 
-    cache = None  # no local keys and values: the cache pool counts 0 bytes
-
-    def __init__(self, remote: RemoteVerifier, view: str, vocab_size: int):
-        self.model, self.role, self.view, self.vocab_size = remote, "verifier", view, vocab_size
-        self.device = torch.device("cpu")
-        self.ids: list[int] = []
-        self.stats = StreamStats(self.role, view)
-
-    @property
-    def name(self) -> str:
-        return f"V_{self.view}"
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def start_call(self) -> None:
-        self.stats = StreamStats(self.role, self.view)
-
-    def sync(self, prompt: list[int], donors=()) -> None:
-        keep = common_prefix(self.ids, prompt[:-1])
-        self.stats.reused_tokens += keep
-        self.stats.prefill_tokens += len(prompt) - 1 - keep  # read by the server with the next forward
-        self.ids = list(prompt[:-1])
-
-    def forward(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
-        keep = len(tokens) if keep is None else min(keep, len(tokens))
-        started = time.perf_counter()
-        rows, _ = self.model.log_probs(self.ids + list(tokens), keep, self.vocab_size)
-        self.ids.extend(tokens)  # only once the server answered: a failed call leaves the stream as it was
-        s = self.stats
-        s.decode_tokens += len(tokens)
-        s.decode_forwards += 1
-        s.decode_sizes[len(tokens)] += 1
-        s.seconds += time.perf_counter() - started
-        return rows
-
-    def rollback(self, length: int) -> None:
-        if length > len(self.ids):
-            raise RuntimeError(f"{self.name} holds {len(self.ids)} tokens, cannot roll back to {length}")
-        del self.ids[length:]
-
-    def copy_prefix(self, donor, length: int) -> None:
-        self.ids = list(donor.ids[:length])
-
-    def reset(self) -> None:
-        self.ids = []
+    return AutoTokenizer.from_pretrained(root)
 
 
-def _prompt_entry(entry: dict) -> dict[int, float]:
-    """vLLM's prompt row: {"token_id:42" or "42": {"logprob": ..., ...}}."""
-    return {_token_id(key): float(value["logprob"] if isinstance(value, dict) else value) for key, value in entry.items()}
+def served_window(base_url: str) -> int:
+    """The context window of the model a server serves (its `max_model_len`), from one GET."""
+    cards = RemoteModel._request(SimpleNamespace(base_url=base_url.rstrip("/"), retries=1, backoff=0.5,
+                                                 timeout=30.0), "GET", "/models")["data"]
+    return min(int(card.get("max_model_len") or 1 << 30) for card in cards)
 
 
-def _top_entry(entry: dict) -> dict[int, float]:
-    """The completion's top_logprobs row: {"token_id:42": logprob}."""
-    return {_token_id(key): float(value) for key, value in entry.items()}
-
-
-def _token_id(key) -> int:
-    text = str(key)
-    return int(text.split(":", 1)[1] if text.startswith("token_id:") else text)
-
-
-def _row(entries: dict[int, float], vocab_size: int) -> tuple[torch.Tensor, set[int]]:
-    """Exact log-probabilities where returned; the leftover mass spread evenly over the other tokens."""
+def dense_row(entries: Entries, vocab_size: int) -> torch.Tensor:
+    """A `[vocab]` row of log-probabilities: exact where returned; the leftover mass spread evenly over the other
+    tokens, each getting less than the smallest returned value (strictly: `RemoteStream.floors` finds it again)."""
     known = {i: lp for i, lp in entries.items() if 0 <= i < vocab_size}
     mass = sum(math.exp(lp) for lp in known.values())
     others = vocab_size - len(known)
     rest = math.log(max(1.0 - mass, 1e-12) / others) if others else -math.inf
     floor = min(known.values()) if known else rest
-    row = torch.full((vocab_size,), min(rest, floor), dtype=torch.float32)
+    row = torch.full((vocab_size,), min(rest, floor - SPREAD_MARGIN), dtype=torch.float32)
     index = torch.tensor(list(known), dtype=torch.long)
     row[index] = torch.tensor(list(known.values()), dtype=torch.float32)
-    return row, set(known)
+    return row
+
+
+def is_remote(model) -> bool:
+    return isinstance(model, RemoteModel)
+
+
+def is_url(name) -> bool:
+    """A model name that is a server's address."""
+    return isinstance(name, str) and name.startswith(("http://", "https://"))
+
+
+def _entries(row: dict) -> Entries:
+    """A vLLM row, {"token_id:42": logprob} (completions) or {"42": {"logprob": ...}} (prompt rows)."""
+    return {_token_id(key): float(value["logprob"] if isinstance(value, dict) else value) for key, value in row.items()}
+
+
+def _token_id(key) -> int:
+    text = str(key)
+    return int(text.split(":", 1)[1] if text.startswith("token_id:") else text)

@@ -26,8 +26,10 @@ class StreamStats:
     decode_forwards: int = 0
     decode_sizes: Counter = field(default_factory=Counter)  # tokens per decode forward -> forwards
     decode_partial_logits: Counter = field(default_factory=Counter)  # the same, for forwards keeping only some logits
-    flops: float = 0.0
+    flops: float = 0.0  # local models only: a server's work is not counted here
     seconds: float = 0.0
+    requests: int = 0  # a model on a server: HTTP requests this stream sent (engine/remote.py)
+    lookahead_rows: int = 0  # ... and forwards served from an earlier generation request, without one
 
 
 @dataclass

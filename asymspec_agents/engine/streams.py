@@ -6,8 +6,10 @@ prefills only the rest; rollback after a verification block crops by length (nev
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import torch
@@ -20,14 +22,15 @@ PREFILL_CHUNK = 4096  # bounds attention memory on long prompts; one-shot prefil
 
 
 class Stream(Protocol):
-    """What the decoding loop needs of a stream: `KVStream` (a local model) and `remote.RemoteStream` (a
-    verifier on a vLLM server) implement it."""
+    """What the decoding loop needs of a stream: `KVStream` (a local model) and `remote_stream.RemoteStream` (a
+    model on a vLLM server) implement it."""
 
     role: str
     view: str
     vocab_size: int
     ids: list[int]  # what the stream has read
     stats: StreamStats
+    concurrent: bool  # its forwards wait on a server, so they may overlap another stream's
 
     @property
     def name(self) -> str: ...
@@ -40,8 +43,17 @@ class Stream(Protocol):
     def sync(self, prompt: list[int], donors: list["Stream"] = ()) -> None:
         """Hold `prompt[:-1]`; its last token is fed with the first block."""
 
-    def forward(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
-        """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes this stream holds in this process (what the cache pool's budget counts)."""
+
+    def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
+        """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them. `ahead`: how
+        many single-token forwards will likely follow (a remote stream computes them in the same request)."""
+
+    def floors(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """`[n, 1]`: for a server's truncated rows, the smallest log-probability each returned (every token it did
+        not return has at most that); None for exact rows."""
 
     def rollback(self, length: int) -> None: ...
 
@@ -49,8 +61,13 @@ class Stream(Protocol):
 
 
 class KVStream:
-    def __init__(self, model, role: str, view: str, vocab_size: int, kv_cache: str = "float32"):
+    concurrent = False  # its forwards use this machine's cores, taken one at a time (`lock`)
+
+    def __init__(self, model, role: str, view: str, vocab_size: int, kv_cache: str = "float32", lock=None):
+        """`lock`: held around every forward; an engine shares one among all its streams, since a CPU forward
+        already uses every core (two at once only contend)."""
         self.model = model
+        self._lock = lock if lock is not None else contextlib.nullcontext()
         self.kv_cache = kv_cache
         self.role, self.view = role, view
         self.vocab_size = vocab_size
@@ -95,12 +112,28 @@ class KVStream:
         for start in range(0, len(rest), PREFILL_CHUNK):
             self._forward(rest[start:start + PREFILL_CHUNK], keep_logits=1, prefill=True)
 
-    def forward(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys, values (and int8 scales) the cache holds."""
+        if self.cache is None:
+            return 0
+        total = 0
+        for layer in self.cache.layers:
+            for name in ("keys", "values", "key_scales", "value_scales"):
+                tensor = getattr(layer, name, None)
+                if tensor is not None and hasattr(tensor, "element_size"):
+                    total += tensor.numel() * tensor.element_size()
+        return total
+
+    def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
         """Feed tokens, return float32 logits over the shared vocabulary for the last `keep` of them (all by
         default). `[keep, vocab]`. Keep only what is read: the output projection is a large share of a small
-        model's forward, and on CPU it costs twice as much for two rows as for one."""
+        model's forward, and on CPU it costs twice as much for two rows as for one. `ahead` has no use here."""
         keep = len(tokens) if keep is None else min(keep, len(tokens))
         return self._forward(tokens, keep_logits=keep, prefill=False)
+
+    def floors(self, rows: torch.Tensor) -> None:
+        return None  # exact rows
 
     def copy_prefix(self, donor: "KVStream", length: int) -> None:
         """Start an empty stream from the donor's first `length` cached tokens (same model; plain float caches
@@ -144,7 +177,7 @@ class KVStream:
         start = time.perf_counter()
         context = len(self.ids)
         try:
-            with torch.inference_mode():
+            with self._lock, torch.inference_mode():
                 out = self.model(
                     input_ids=torch.tensor([tokens], device=self._device),
                     use_cache=True,
@@ -204,6 +237,26 @@ def weight_count(model) -> int:
 def is_int8_linear(module) -> bool:
     """A linear map torch's dynamic quantization packed (its weight is a method returning the int8 tensor)."""
     return type(module).__module__.startswith("torch.ao.nn.quantized") and callable(getattr(module, "weight", None))
+
+
+_overlap = ThreadPoolExecutor(max_workers=8, thread_name_prefix="asymspec-remote")
+
+
+def forward_together(calls: list[tuple[Stream, list[int], int]]) -> list[torch.Tensor]:
+    """`stream.forward(tokens, keep)` for each call; the calls of streams that wait on a server run at the same
+    time (a block's verifier and contrast requests overlap), the others here, in order. Every call finishes before
+    the first error is raised, so no stream is left half-way."""
+    futures = {i: _overlap.submit(stream.forward, tokens, keep) for i, (stream, tokens, keep) in enumerate(calls)
+               if stream.concurrent and sum(s.concurrent for s, _, _ in calls) > 1}
+    results, problem = [], None
+    for i, (stream, tokens, keep) in enumerate(calls):
+        try:
+            results.append(futures[i].result() if i in futures else stream.forward(tokens, keep))
+        except BaseException as exc:  # noqa: BLE001 - re-raised once every call has ended
+            problem = problem or exc
+    if problem is not None:
+        raise problem
+    return results
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

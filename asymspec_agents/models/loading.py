@@ -55,6 +55,18 @@ def load_model(source: str | os.PathLike, *, dtype: torch.dtype = torch.float32,
         return _loaded[key]
 
 
+def load_tokenizer(source: str | os.PathLike):
+    """The tokenizer alone of `source` (any form `load_model` takes), e.g. for a pair whose models are on servers."""
+    from transformers import AutoTokenizer
+
+    folder, gguf_file = resolve_source(QUANTIZED.get(str(source), source))
+    try:
+        return AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    except OSError as exc:
+        raise ModelLoadError(f"Could not load a tokenizer from {folder!r}: {exc}. Pass 'bundled', a local folder, "
+                             "or a hub id that is reachable from this machine.") from exc
+
+
 def quantized_copy(model):
     """A copy of `model` whose decoder layers' linear maps run in int8 (torch's dynamic quantization: int8 weights,
     activations quantized per call, fbgemm/qnnpack CPU kernels). Embedding, norms and output head stay float32."""
@@ -99,6 +111,10 @@ def context_window(source: str | os.PathLike) -> int | None:
     """A model's context window read from its config alone (no weights loaded; a GGUF is converted once)."""
     from transformers import AutoConfig
 
+    from ..engine.remote import is_url, served_window
+
+    if is_url(source):
+        return served_window(source)
     source = QUANTIZED.get(str(source), source)
     folder, _ = resolve_source(source)
     return config_window(AutoConfig.from_pretrained(folder))

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..aio import iterate_in_thread
 from ..chat import AsymSpecChat
 from ..engine import GenerationConfig
-from ..engine.remote import RemoteVerifierError
+from ..engine.remote import RemoteModelError, is_remote
 from ..errors import AsymSpecError, ContextTooLongError
 from . import openai_format as wire
 
@@ -56,7 +56,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
     async def health() -> dict:
         pool = chat.engine.pool.stats
         return {"status": "ok", "model": model_name, "admitted": admitted, "max_queue": max_queue,
-                "cache_pool": {**vars(pool), "hit_rate": round(pool.hit_rate, 4)}}
+                "models": _where(chat.engine), "cache_pool": {**vars(pool), "hit_rate": round(pool.hit_rate, 4)}}
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -153,7 +153,7 @@ def _event(body: dict) -> str:
 
 
 def _client_error(exc: AsymSpecError) -> JSONResponse:
-    if isinstance(exc, RemoteVerifierError):  # the verifier's own server failed, not the request
+    if isinstance(exc, RemoteModelError):  # a model's own server failed, not the request
         return JSONResponse(wire.error_body(str(exc), "upstream_error"), status_code=502)
     code = "context_length_exceeded" if isinstance(exc, ContextTooLongError) else None
     return JSONResponse(wire.error_body(str(exc), code=code), status_code=400)
@@ -162,6 +162,12 @@ def _client_error(exc: AsymSpecError) -> JSONResponse:
 def _unknown_model(name: str, served: str) -> JSONResponse:
     return JSONResponse(wire.error_body(f"The model {name!r} is not served here; this server serves {served!r} "
                                         "(GET /v1/models).", code="model_not_found"), status_code=404)
+
+
+def _where(engine) -> dict:
+    """Where each model runs: "here" (weights in this process) or its server's address."""
+    return {role: None if model is None else model.base_url if is_remote(model) else "here"
+            for role, model in (("verifier", engine.verifier), ("drafter", engine.drafter))}
 
 
 def _model_card(name: str) -> dict:
@@ -175,8 +181,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="asymspec serve", description="An OpenAI-compatible server over an "
                                      "AsymSpec pair: POST /v1/chat/completions, GET /v1/models, GET /health.")
-    parser.add_argument("--verifier", default="bundled", help="hub id, folder, .gguf file or 'bundled' (default)")
+    parser.add_argument("--verifier", default="bundled",
+                        help="hub id, folder, .gguf file, 'bundled' (default), or a vLLM server's http://host:port/v1")
     parser.add_argument("--drafter", help="same forms; default: the verifier's own weights")
+    parser.add_argument("--tokenizer", help="the pair's tokenizer (hub id or folder) when both models are on "
+                        "servers whose model folders this machine cannot read")
     parser.add_argument("--model-name", default="asymspec", help="the name clients ask for (default: asymspec)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
@@ -232,7 +241,8 @@ def _build(args: argparse.Namespace, settings: dict) -> tuple[AsymSpecChat, Gene
     config = GenerationConfig(**settings)
     drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
     budget = {} if args.kv_budget_gib is None else {"kv_budget": int(args.kv_budget_gib * (1 << 30))}
-    engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter, **budget)
+    engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter, tokenizer=args.tokenizer,
+                                            **budget)
     return AsymSpecChat(engine, policy=policy, config=config), config
 
 

@@ -70,10 +70,13 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, extra="forbid")
 
     verifier: str = "bundled"
-    """The verifier: a hub id, a local folder, a GGUF file, or "bundled"."""
+    """The verifier: a hub id, a local folder, a GGUF file, "bundled", or a vLLM server's "http://host:port/v1"."""
     drafter: str | None = "bundled"
-    """The drafter (same family, or another one through the vocabulary bridge); None allows only modes "full" and
-    "compressed"."""
+    """The drafter (same family, or another one through the vocabulary bridge; a server's URL too); None allows
+    only modes "full" and "compressed"."""
+    tokenizer: str | None = None
+    """The pair's tokenizer (hub id or folder), needed only when both models are on servers whose model folders
+    this machine cannot read."""
     engine: Any = Field(default=None, exclude=True)
     """An `AsymSpecEngine` to use instead of loading `verifier`/`drafter`."""
     model_name: str | None = Field(default=None, alias="model")
@@ -159,7 +162,8 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     def core(self) -> AsymSpecChat:
         """The framework-neutral chat turn (loads the models on first use)."""
         if self._core is None:
-            engine = self.engine if self.engine is not None else AsymSpecEngine.shared(self.verifier, self.drafter)
+            engine = (self.engine if self.engine is not None
+                      else AsymSpecEngine.shared(self.verifier, self.drafter, tokenizer=self.tokenizer))
             self._core = AsymSpecChat.shared(engine, self.compression)
         return self._core
 

@@ -5,7 +5,6 @@ import threading
 import pytest
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
-from asymspec_agents.engine.pool import kv_bytes
 
 SYSTEM = "system: You answer briefly and exactly. Tools: search, lookup, calculator, weather, calendar.\n"
 CONFIG = GenerationConfig(mode="asymmetric", max_new_tokens=12)
@@ -160,4 +159,4 @@ def test_kv_bytes_counts_every_layers_keys_and_values(pair):
     per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * (
         getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads) * 4
     (stream,) = [s for st in engine.pool._sets for s in st.streams.values()]
-    assert kv_bytes(stream) == per_token * len(stream.ids)
+    assert stream.nbytes == per_token * len(stream.ids)

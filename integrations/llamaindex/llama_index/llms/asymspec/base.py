@@ -63,9 +63,12 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
     `messages`), and `with_full_history(memory)` does so from an agent's `Memory` on every call.
     """
 
-    verifier: str = Field(default="bundled", description="Verifier: hub id, local folder, .gguf file or 'bundled'.")
+    verifier: str = Field(default="bundled", description="Verifier: hub id, local folder, .gguf file, 'bundled', "
+                          "or a vLLM server's 'http://host:port/v1'.")
     drafter: Optional[str] = Field(default="bundled", description="Drafter: same forms as the verifier (another "
                                    "family is bridged); None allows only modes full and compressed.")
+    tokenizer: Optional[str] = Field(default=None, description="The pair's tokenizer (hub id or folder), needed only "
+                                     "when both models are on servers whose folders this machine cannot read.")
     model_name: Optional[str] = Field(default=None, description="Name in metadata; default 'asymspec:<verifier>+<drafter>'.")
 
     _chat: AsymSpecChat = PrivateAttr()
@@ -76,7 +79,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
     def __init__(self, *, engine: AsymSpecEngine | None = None, policy=None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if engine is None:
-            engine = AsymSpecEngine.shared(self.verifier, self.drafter)
+            engine = AsymSpecEngine.shared(self.verifier, self.drafter, tokenizer=self.tokenizer)
         elif self.model_name is None:  # the names describe no model when an engine is passed in
             self.model_name = "asymspec:" + "+".join(_model_path(m) for m in (engine.verifier, engine.drafter) if m is not None)
         self.generation_config()  # raises ConfigError on out-of-range settings

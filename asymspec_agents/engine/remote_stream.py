@@ -1,0 +1,103 @@
+"""A stream whose model is on a server (engine/remote.py): the same contract as a local `KVStream`.
+
+It holds only the ids the server has "read"; every forward sends them whole and the server's prefix cache makes
+that cheap. A forward of k+1 rows is one batched scoring request. A forward of one row that the caller says will
+be followed by single-token forwards (`ahead`: the drafter drafting, the verifier decoding alone) is one greedy
+generation request whose tokens and rows are kept: while the caller feeds those same tokens, the next rows come
+from it without a request; any other token (a grammar mask, a sampled draft, a rejection) drops them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .remote import RemoteModel, dense_row
+from .stats import StreamStats
+from .streams import common_prefix
+
+MAX_LOOKAHEAD = 32  # tokens one generation request may draft ahead of the caller
+
+
+class RemoteStream:
+    cache = None  # no local keys and values
+
+    def __init__(self, remote: RemoteModel, role: str, view: str, vocab_size: int):
+        self.model, self.role, self.view, self.vocab_size = remote, role, view, vocab_size
+        self.device = torch.device("cpu")
+        self.ids: list[int] = []
+        self.stats = StreamStats(role, view)
+        self._ahead: list[tuple[int, dict]] = []  # (token the server chose next, the row after it), in order
+        self._planned = 0  # single-token forwards the caller announced and has not made yet
+
+    concurrent = True  # its forwards wait on a server: the loop may run them beside another stream's
+
+    @property
+    def name(self) -> str:
+        return f"{'S' if self.role == 'drafter' else 'V'}_{self.view}"
+
+    @property
+    def nbytes(self) -> int:
+        return 8 * len(self.ids)  # what the pool's budget counts: ids only, the keys and values live on the server
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def start_call(self) -> None:
+        self.stats = StreamStats(self.role, self.view)
+
+    def sync(self, prompt: list[int], donors=()) -> None:
+        keep = common_prefix(self.ids, prompt[:-1])
+        self.rollback(keep)
+        self.stats.reused_tokens += keep
+        self.stats.prefill_tokens += len(prompt) - 1 - keep  # read by the server with the next forward
+        self.ids = list(prompt[:-1])
+
+    def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
+        """Feed tokens; `[keep, vocab]` log-probabilities after the last `keep` of them. `ahead`: how many
+        single-token forwards will likely follow this one (a row from a lookahead counts none)."""
+        keep = len(tokens) if keep is None else min(keep, len(tokens))
+        started = time.perf_counter()
+        self._planned = ahead or max(self._planned - 1, 0)
+        if keep == 1 and self._ahead and [token for token, _ in self._ahead[:len(tokens)]] == list(tokens):
+            entries = [self._ahead[len(tokens) - 1][1]]  # the server computed this forward already
+            del self._ahead[:len(tokens)]
+            self.stats.lookahead_rows += 1
+        else:
+            self._ahead = []
+            entries = self._request(self.ids + list(tokens), keep)
+        self.ids.extend(tokens)  # only once the server answered: a failed call leaves the stream as it was
+        s = self.stats
+        s.decode_tokens += len(tokens)
+        s.decode_forwards += 1
+        s.decode_sizes[len(tokens)] += 1
+        s.seconds += time.perf_counter() - started
+        return torch.stack([dense_row(row, self.vocab_size) for row in entries])
+
+    def floors(self, rows: torch.Tensor) -> torch.Tensor:
+        """`[n, 1]` the smallest returned log-probability of each row: `dense_row` fills every token the server did
+        not return strictly below it, so it is the smallest value above the row's minimum."""
+        lowest = rows.min(dim=-1, keepdim=True).values
+        return rows.masked_fill(rows <= lowest, float("inf")).min(dim=-1, keepdim=True).values.clamp(max=0.0)
+
+    def rollback(self, length: int) -> None:
+        if length > len(self.ids):
+            raise RuntimeError(f"{self.name} holds {len(self.ids)} tokens, cannot roll back to {length}")
+        if length < len(self.ids):
+            self._ahead = []  # it continued what is now cut
+            del self.ids[length:]
+
+    def copy_prefix(self, donor, length: int) -> None:
+        self.ids = list(donor.ids[:length])
+
+    def reset(self) -> None:
+        self.ids, self._ahead = [], []
+
+    def _request(self, ids: list[int], keep: int) -> list[dict]:
+        self.stats.requests += 1
+        if keep > 1 or not self._planned:
+            return self.model.rows(ids, keep)
+        tokens, rows = self.model.generate(ids, 1 + min(self._planned, MAX_LOOKAHEAD))
+        self._ahead = list(zip(tokens, rows[1:]))
+        return rows[:1]

