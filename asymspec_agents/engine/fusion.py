@@ -29,17 +29,14 @@ def delta(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
 
 
 def delta_from(source: str, full: torch.Tensor, comp: torch.Tensor, target: torch.Tensor | None = None,
-               floors: dict[str, torch.Tensor | None] | None = None) -> torch.Tensor:
+               read=None) -> torch.Tensor:
     """δ by source, as the authors ablate it: "contrast" a − b, "full_only" a, "scd" t − b (log-probabilities).
 
-    `floors` ("full", "comp", "target" -> `[n, 1]` or None): rows a server truncated to its top N; a token it did
-    not return is read at the row's floor, the largest log-probability it can have. Both rows of a difference
-    then err towards δ = 0 (a spread estimate of the leftover mass would make δ huge on such tokens)."""
-    floors = floors or {}
-
+    `read(name, log_p)`: how the log-probabilities of "full", "comp" or "target" are read (a server's truncated
+    rows read each token they did not return at its bound, loop.py); default: as they are."""
     def log_p(rows: torch.Tensor, name: str) -> torch.Tensor:
         out = torch.log_softmax(rows, dim=-1)
-        return out if floors.get(name) is None else torch.maximum(out, floors[name])
+        return out if read is None else read(name, out)
 
     if source == "contrast":
         return log_p(full, "full") - log_p(comp, "comp")

@@ -20,6 +20,8 @@ from .constraints import TokenConstraint
 from .stats import ACCEPTED, BONUS, CORRECTION, VERIFIER, GenerationStats
 from .streams import KVStream, forward_together
 
+MAX_FILL_IN = 128  # tokens per row whose exact values a block may ask a server for (the highest bounds first)
+
 
 @dataclass
 class DraftBlock:
@@ -145,6 +147,7 @@ class DecodingLoop:
         if self.config.delta_source != "scd" and len(block.full_rows) <= k:
             block.full_rows.append(self.draft.forward([block.drafter_tokens[-1]])[0])  # a_{k+1}, only now it is needed
         a_row = block.full_rows[k] if len(block.full_rows) > k else None
+        self._settle(t_rows, b_rows, None if a_row is None else a_row[None], [k])
         return self._target(t_rows[k], a_row, b_rows[k]), True
 
     def _draft_tokens(self, k_target: int) -> DraftBlock:
@@ -186,6 +189,7 @@ class DecodingLoop:
         k = len(block)
         draft_ids = torch.tensor(block.tokens, device=t_rows.device)
         a = torch.stack(block.full_rows[:k])  # [k, drafter vocab]
+        self._settle(t_rows, b_rows, a, list(range(k)))
         target, exponent = t_rows[:k], None
         if b_rows is not None:
             divergence = fusion.jsd(a, b_rows[:k])  # recorded in the stats, and the paper's gate reads it too
@@ -217,6 +221,30 @@ class DecodingLoop:
         self.stats.accepted_off_verifier_top += int((draft_ids[:n] != target[:n].argmax(dim=-1)).sum())
         return verification, n, self._entropy_cut(fused, n)
 
+    def _settle(self, t_rows: torch.Tensor, b_rows: torch.Tensor | None, a: torch.Tensor | None,
+                rows: list[int]) -> None:
+        """Rows a server truncated to its top N (remote.py): a token it did not return has t ≤ t_N, so it can beat
+        the best exactly known t + β·δ only if t_N + β·δ does; fetch the exact t (and b) of every such token, in
+        place, so that greedy choices on t + β·δ are those of whole rows (given δ, exact with a local drafter)."""
+        t = t_rows[rows]
+        unreturned = self.verify.unreturned(t)
+        if unreturned is None or b_rows is None or not self.config.greedy or not self._fusing:
+            return
+        floor = self.verify.floors(t)
+        delta = self._delta(t, a, b_rows[rows])
+        exact = ~unreturned
+        best = (t + self.config.beta * delta).masked_fill(~exact, float("-inf")).amax(-1, keepdim=True)
+        reach = (floor + self.config.beta * delta).masked_fill(exact, float("-inf"))
+        wanted = {}
+        for i, row in enumerate(rows):
+            top = reach[i].topk(min(MAX_FILL_IN, reach.shape[-1]))
+            tokens = top.indices[top.values > best[i]].tolist()
+            if tokens:
+                wanted[row] = tokens
+        if wanted:
+            self.verify.exact(t_rows, wanted)
+            self.contrast.exact(b_rows, wanted)
+
     def _fuse(self, target: torch.Tensor, a: torch.Tensor, b: torch.Tensor, draft_ids: torch.Tensor,
               divergence: torch.Tensor) -> torch.Tensor:
         delta = self._delta(target, a, b)
@@ -228,12 +256,20 @@ class DecodingLoop:
         if self.config.beta == 0:
             return None
         source = self.config.delta_source
-        # a server's rows are truncated: δ reads each entry it did not return at its bound (remote_stream.py)
-        floors = {"comp": self.contrast.floors(b), "full": None if a is None else self.draft.floors(a),
-                  "target": self.verify.floors(target)}
+        streams = {"full": self.draft, "comp": self.contrast, "target": self.verify}
         if source == "scd":
-            return fusion.delta_from(source, None, b, target, floors)  # one vocabulary: a bridge refuses "scd"
-        return self._lift(fusion.delta_from(source, a, b, floors=floors))
+            return fusion.delta_from(source, None, b, target, self._bounded(streams))  # a bridge refuses "scd"
+        return self._lift(fusion.delta_from(source, a, b, read=self._bounded(streams)))
+
+    @staticmethod
+    def _bounded(streams: dict):
+        """δ reads a token a server's row did not return at the row's bound, the most it can have, not at the
+        spread estimate: ~1e-6 for a token just outside the drafter's top 200 made δ ≈ 6 and flipped a choice;
+        at the bound both rows of a difference err towards δ = 0."""
+        def read(name: str, log_p: torch.Tensor) -> torch.Tensor:
+            unreturned = streams[name].unreturned(log_p)
+            return log_p if unreturned is None else torch.where(unreturned, streams[name].floors(log_p), log_p)
+        return read
 
     def _base_at_draft(self, rows: torch.Tensor, block: DraftBlock) -> torch.Tensor:
         """softmax of the drafter's rows on the verifier's view (grammar-masked as the drafts were, temperature-scaled

@@ -9,7 +9,8 @@ bytes than its budget.
 
 A set serves one call at a time; a call continuing a busy set waits for it, then chooses again (the set has
 moved on by one reply: parallel branches of one history end up in sets of their own). Two streams of one
-conversation consumed in turn by one thread would therefore wait for each other: consume them one after another. The engine decodes the sets' calls one block at a time under one compute lock (engine.py).
+conversation consumed in turn by one thread would therefore wait for each other: consume them one after another.
+Local forwards of all sets take turns under the engine's compute lock (engine.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ Rows. What comes back per position is the top-N log-probabilities plus the sampl
 of the vocabulary shares the leftover mass evenly, each such token getting at most the N-th value (`dense_row`).
 Every row is also made exact at the token that follows it, when known (a draft): if the server did not return it,
 a second request asks for exactly that token's log-probability (`logprob_token_ids`) on the same, now cached,
-prefixes. Hence, for a remote verifier (t) with a local drafter:
+prefixes (remote_stream.py; loop.py asks the same way for tokens that could win a fused choice). Hence, for a
+remote verifier (t) with a local drafter:
 - greedy decoding on the verifier alone, and both rules' test of a draft (p_V(d), p'(d)), are exact;
 - a fused choice argmax(t + β·δ) is exact whenever the best returned token beats every other token's bound:
   outside the returned set t ≤ t_N in truth, so the choice is exact when max over returned tokens of t + β·δ ≥
@@ -46,7 +47,9 @@ from ..errors import AsymSpecError, ConfigError
 
 TOKENIZER_PROBE = "AsymSpec checks tokenizers: Grüße, 東京, def f(x): return x**2 \n\t<|im_start|>"
 SCORING = ("batched", "prompt_logprobs")
-SPREAD_MARGIN = 1e-3  # nats below a row's smallest returned value: where the spread of its leftover mass starts
+MAX_TOKEN_IDS = 128  # vLLM refuses longer `logprob_token_ids` lists
+WHOLE_ROWS = -1  # top_logprobs: every token's log-probability (exact, and ~250× the JSON of N = 200)
+MAX_REASKS = 6  # times an answer that lost its log-probabilities is asked again (`RemoteModel._answered`)
 
 Entries = dict[int, float]  # token id -> exact log-probability, one row
 
@@ -60,16 +63,19 @@ class RemoteModel:
 
     `tokenizer`: the tokenizer the pair shares, checked against the server's `/tokenize` at start-up and whenever
     the server changed (None: the one in the served model's folder, when this machine can read it).
-    `model`: the served name (default: the only one served). `top_logprobs`: N per position (the server must
-    allow it: `--max-logprobs`). `scoring`: "batched" or "prompt_logprobs" (above). Requests time out after
-    `timeout` seconds and are retried `retries` times with exponential backoff from `backoff` seconds."""
+    `model`: the served name (default: the only one served; "URL#name" names it too, e.g. a LoRA drafter served
+    beside its verifier). `top_logprobs`: N per position (the server must allow it: `--max-logprobs`); -1 asks
+    for whole rows, exact everywhere but heavy. `scoring`: "batched" or "prompt_logprobs" (above). Requests time
+    out after `timeout` seconds and are retried `retries` times with exponential backoff from `backoff` seconds."""
 
     def __init__(self, base_url: str, tokenizer=None, *, model: str | None = None, top_logprobs: int = 200,
                  scoring: str = "batched", timeout: float = 120.0, retries: int = 3, backoff: float = 0.5):
-        if not base_url.startswith(("http://", "https://")):
+        if not is_url(base_url):
             raise ConfigError(f"A remote model URL starts with http:// or https://, got {base_url!r}.")
-        if top_logprobs < 1:
-            raise ConfigError(f"top_logprobs must be at least 1, got {top_logprobs}.")
+        base_url, _, named = base_url.partition("#")  # "http://host:8000/v1#name": one of the models served there
+        model = model or named or None
+        if top_logprobs < 1 and top_logprobs != WHOLE_ROWS:
+            raise ConfigError(f"top_logprobs is at least 1, or -1 for whole rows; got {top_logprobs}.")
         if scoring not in SCORING:
             raise ConfigError(f"scoring is one of {', '.join(SCORING)}, got {scoring!r}.")
         self.base_url = base_url.rstrip("/")
@@ -84,6 +90,7 @@ class RemoteModel:
                                       vocab_size=len(self.tokenizer), _name_or_path=f"{self.base_url}#{self.model_id}")
         self.generation_config = SimpleNamespace(eos_token_id=None)
         self._fingerprint: str | None = None  # vLLM's hash of its configuration, model included
+        self.reasked = 0  # answers asked again because they lost log-probabilities (`_answered`)
         self._check_tokenizer()
 
     def __repr__(self) -> str:
@@ -92,17 +99,20 @@ class RemoteModel:
     # -- the request shapes ----------------------------------------------------------------------------------
 
     def rows(self, ids: list[int], keep: int) -> list[Entries]:
-        """The rows after each of the last `keep` positions of `ids`: exact at the top N and at the next token."""
+        """The rows after each of the last `keep` positions of `ids` (top N and the server's choice), one request."""
         if self.scoring == "prompt_logprobs":
             return self._prompt_logprob_rows(ids, keep)
-        starts = range(len(ids) - keep + 1, len(ids) + 1)  # row j: the distribution after ids[:start]
-        rows = self._last_rows([ids[:end] for end in starts], logprobs=self.top_logprobs)
-        missing = [(j, ids[end]) for j, end in enumerate(starts) if end < len(ids) and ids[end] not in rows[j]]
-        if missing:  # a draft outside the top N: ask for its own log-probability on the same cached prefixes
-            wanted = sorted({token for _, token in missing})
-            extra = self._last_rows([ids[:starts[j]] for j, _ in missing], logprobs=1, logprob_token_ids=wanted)
-            for (j, _), entries in zip(missing, extra):
-                rows[j].update(entries)
+        ends = range(len(ids) - keep + 1, len(ids) + 1)  # row j: the distribution after ids[:end]
+        return self._last_rows([ids[:end] for end in ends], logprobs=self.top_logprobs)
+
+    def token_rows(self, prefixes: list[list[int]], tokens: list[int]) -> list[Entries]:
+        """For each prefix, the exact log-probabilities of `tokens` as its next token (and of the server's
+        choice): one request per `MAX_TOKEN_IDS` tokens."""
+        rows: list[Entries] = [{} for _ in prefixes]
+        for start in range(0, len(tokens), MAX_TOKEN_IDS):
+            part = self._last_rows(prefixes, logprobs=1, logprob_token_ids=tokens[start:start + MAX_TOKEN_IDS])
+            for row, entries in zip(rows, part):
+                row.update(entries)
         return rows
 
     def generate(self, ids: list[int], max_tokens: int) -> tuple[list[int], list[Entries]]:
@@ -110,24 +120,56 @@ class RemoteModel:
         chosen from: the rows of that many single-token forwards, in one cached request."""
         max_tokens = max(1, min(max_tokens, self.config.max_position_embeddings - len(ids)))
         body = {"prompt": ids, "max_tokens": max_tokens, "temperature": 0.0, "logprobs": self.top_logprobs}
-        choice = self._completions(body)["choices"][0]
-        logprobs = choice.get("logprobs") or {}
-        tokens = [_token_id(token) for token in logprobs.get("tokens") or []]
-        rows = [_entries(row) for row in logprobs.get("top_logprobs") or []]
-        if not tokens or len(rows) != len(tokens):
-            raise RemoteModelError(f"{self.base_url} returned {len(tokens)} tokens with {len(rows)} log-probability "
-                                   "rows; is it vLLM with --max-logprobs large enough?")
-        return tokens, rows
+
+        def read(answer: dict) -> tuple[list[int], list[Entries]]:
+            logprobs = answer["choices"][0].get("logprobs") or {}
+            tokens = [_token_id(token) for token in logprobs.get("tokens") or []]
+            rows = [_entries(row) for row in logprobs.get("top_logprobs") or []]
+            if not tokens or len(rows) != len(tokens):
+                raise RemoteModelError(f"{self.base_url} returned {len(tokens)} tokens with {len(rows)} rows; is it "
+                                       "vLLM with --max-logprobs large enough?")
+            return tokens, rows
+
+        return self._answered(body, read, lambda out: self._whole(out[1]))
 
     def _last_rows(self, prompts: list[list[int]], **logprob_args) -> list[Entries]:
         """One request: for each prompt, the row of its next token."""
         body = {"prompt": prompts, "max_tokens": 1, "temperature": 0.0, **logprob_args}
-        choices = sorted(self._completions(body)["choices"], key=lambda choice: choice["index"])
-        rows = [((choice.get("logprobs") or {}).get("top_logprobs") or [None])[0] for choice in choices]
-        if len(rows) != len(prompts) or any(row is None for row in rows):
-            raise RemoteModelError(f"{self.base_url} returned {len(rows)} rows for {len(prompts)} prompts; is it "
-                                   "vLLM with --max-logprobs large enough?")
-        return [_entries(row) for row in rows]
+
+        def read(answer: dict) -> list[Entries]:
+            choices = sorted(answer["choices"], key=lambda choice: choice["index"])
+            rows = [((choice.get("logprobs") or {}).get("top_logprobs") or [None])[0] for choice in choices]
+            if len(rows) != len(prompts) or any(row is None for row in rows):
+                raise RemoteModelError(f"{self.base_url} returned {len(rows)} rows for {len(prompts)} prompts; is "
+                                       "it vLLM with --max-logprobs large enough?")
+            return [_entries(row) for row in rows]
+
+        wanted = logprob_args.get("logprob_token_ids")
+        if wanted:
+            return self._answered(body, read, lambda rows: all(
+                all(math.isfinite(row.get(t, -math.inf)) for t in wanted) for row in rows))
+        return self._answered(body, read, self._whole)
+
+    def _answered(self, body: dict, read, whole):
+        """`read` of the server's answer to `body`, asked again while `whole(answer)` says it lost entries.
+
+        vLLM 0.32's sampler answers every request of a batch step with `logprob_token_ids` rows when any one of
+        them asked for such ids: a top-N request sharing a step with another conversation's fill-in comes back
+        with only its chosen token. Asked again, it lands in another step."""
+        for attempt in range(MAX_REASKS + 1):
+            if attempt:
+                time.sleep(0.01 * 2 ** attempt)
+            out = read(self._completions(body))
+            if whole(out):
+                return out
+            self.reasked += 1
+        raise RemoteModelError(f"{self.base_url} answered {MAX_REASKS + 1} times without the log-probabilities "
+                               "asked for (docs/deploy.md: vLLM's batch-wide logprob_token_ids).")
+
+    def _whole(self, rows: list[Entries]) -> bool:
+        """Whether every top-N row holds N finite entries (or the whole vocabulary's, for whole rows)."""
+        size = len(self.tokenizer) if self.top_logprobs == WHOLE_ROWS else min(self.top_logprobs, len(self.tokenizer))
+        return all(sum(math.isfinite(v) for v in row.values()) >= size for row in rows)
 
     def _prompt_logprob_rows(self, ids: list[int], keep: int) -> list[Entries]:
         """The whole prompt scored with prompt log-probabilities (vLLM then reads it afresh)."""
@@ -212,7 +254,8 @@ def served_tokenizer(root: str | None, base_url: str):
     """The tokenizer in the served model's folder, when this machine has that folder."""
     if not root or not Path(root).is_dir():
         raise ConfigError(f"The server at {base_url} serves {root!r}, which is not a folder on this machine: pass "
-                          "the pair's tokenizer (a hub id or folder), e.g. tokenizer='HuggingFaceTB/SmolLM2-135M-Instruct'.")
+                          "the pair's tokenizer (a hub id or folder), e.g. "
+                          "tokenizer='HuggingFaceTB/SmolLM2-135M-Instruct'.")
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(root)
@@ -225,15 +268,17 @@ def served_window(base_url: str) -> int:
     return min(int(card.get("max_model_len") or 1 << 30) for card in cards)
 
 
-def dense_row(entries: Entries, vocab_size: int) -> torch.Tensor:
+def dense_row(entries: Entries, vocab_size: int, top_n: int | None = None) -> torch.Tensor:
     """A `[vocab]` row of log-probabilities: exact where returned; the leftover mass spread evenly over the other
-    tokens, each getting less than the smallest returned value (strictly: `RemoteStream.floors` finds it again)."""
+    tokens (all one value, `RemoteStream.unreturned` finds them again), each getting at most the N-th largest
+    returned value (`top_n`: the server's N; entries beyond its top N are exact values asked for later)."""
     known = {i: lp for i, lp in entries.items() if 0 <= i < vocab_size}
     mass = sum(math.exp(lp) for lp in known.values())
     others = vocab_size - len(known)
     rest = math.log(max(1.0 - mass, 1e-12) / others) if others else -math.inf
-    floor = min(known.values()) if known else rest
-    row = torch.full((vocab_size,), min(rest, floor - SPREAD_MARGIN), dtype=torch.float32)
+    ranked = sorted(known.values(), reverse=True)
+    floor = ranked[min(top_n or len(ranked), len(ranked)) - 1] if ranked else rest
+    row = torch.full((vocab_size,), min(rest, floor), dtype=torch.float32)
     index = torch.tensor(list(known), dtype=torch.long)
     row[index] = torch.tensor(list(known.values()), dtype=torch.float32)
     return row

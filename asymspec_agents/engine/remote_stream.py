@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from .remote import RemoteModel, dense_row
+from .remote import MAX_TOKEN_IDS, RemoteModel, dense_row
 from .stats import StreamStats
 from .streams import common_prefix
 
@@ -30,6 +30,7 @@ class RemoteStream:
         self.stats = StreamStats(role, view)
         self._ahead: list[tuple[int, dict]] = []  # (token the server chose next, the row after it), in order
         self._planned = 0  # single-token forwards the caller announced and has not made yet
+        self._scored: tuple[list[int], list[dict]] | None = None  # the last forward's prefix lengths and rows
 
     concurrent = True  # its forwards wait on a server: the loop may run them beside another stream's
 
@@ -68,36 +69,75 @@ class RemoteStream:
             self._ahead = []
             entries = self._request(self.ids + list(tokens), keep)
         self.ids.extend(tokens)  # only once the server answered: a failed call leaves the stream as it was
+        self._scored = (list(range(len(self.ids) - keep + 1, len(self.ids) + 1)), entries)
         s = self.stats
         s.decode_tokens += len(tokens)
         s.decode_forwards += 1
         s.decode_sizes[len(tokens)] += 1
         s.seconds += time.perf_counter() - started
-        return torch.stack([dense_row(row, self.vocab_size) for row in entries])
+        return torch.stack([dense_row(row, self.vocab_size, self._top_n) for row in entries])
+
+    def exact(self, rows: torch.Tensor, wanted: dict[int, list[int]]) -> None:
+        """Make rows of the last forward (`rows`, as it returned them) exact at the wanted tokens (row index ->
+        token ids), in place: one request on the same, cached, prefixes."""
+        ends, entries = self._scored or ([], [])
+        wanted = {j: [t for t in tokens if t not in entries[j]] for j, tokens in wanted.items() if j < len(ends)}
+        wanted = {j: tokens for j, tokens in wanted.items() if tokens and ends[j] <= len(self.ids)}
+        if not wanted:
+            return
+        started = time.perf_counter()
+        tokens = sorted({t for ts in wanted.values() for t in ts})
+        fetched = self.model.token_rows([self.ids[:ends[j]] for j in wanted], tokens)
+        for j, exact in zip(wanted, fetched):
+            entries[j].update(exact)
+            rows[j] = dense_row(entries[j], self.vocab_size, self._top_n)
+        chunks = -(-len(tokens) // MAX_TOKEN_IDS)
+        self.stats.requests += chunks
+        self.stats.fill_ins += chunks
+        self.stats.seconds += time.perf_counter() - started
+
+    @property
+    def _top_n(self) -> int | None:
+        return self.model.top_logprobs if self.model.top_logprobs > 0 else None
+
+    def unreturned(self, rows: torch.Tensor) -> torch.Tensor:
+        """`[n, vocab]` bool: the entries `dense_row` filled with the spread of the leftover mass (the one value
+        most of a row shares; a token a later request made exact holds its own value)."""
+        fill = rows.mode(dim=-1, keepdim=True).values
+        spread = rows == fill
+        return spread & (spread.sum(dim=-1, keepdim=True) > 1)
 
     def floors(self, rows: torch.Tensor) -> torch.Tensor:
-        """`[n, 1]` the smallest returned log-probability of each row: `dense_row` fills every token the server did
-        not return strictly below it, so it is the smallest value above the row's minimum."""
-        lowest = rows.min(dim=-1, keepdim=True).values
-        return rows.masked_fill(rows <= lowest, float("inf")).min(dim=-1, keepdim=True).values.clamp(max=0.0)
+        """`[n, 1]`: each row's N-th largest value, the most a token outside the server's top N can have."""
+        n = self.model.top_logprobs if self.model.top_logprobs > 0 else rows.shape[-1]
+        return rows.topk(min(n, rows.shape[-1]), dim=-1).values[..., -1:]
 
     def rollback(self, length: int) -> None:
         if length > len(self.ids):
             raise RuntimeError(f"{self.name} holds {len(self.ids)} tokens, cannot roll back to {length}")
         if length < len(self.ids):
-            self._ahead = []  # it continued what is now cut
+            self._ahead, self._scored = [], None  # they continued what is now cut
             del self.ids[length:]
 
     def copy_prefix(self, donor, length: int) -> None:
         self.ids = list(donor.ids[:length])
 
     def reset(self) -> None:
-        self.ids, self._ahead = [], []
+        self.ids, self._ahead, self._scored = [], [], None
 
     def _request(self, ids: list[int], keep: int) -> list[dict]:
         self.stats.requests += 1
-        if keep > 1 or not self._planned:
-            return self.model.rows(ids, keep)
-        tokens, rows = self.model.generate(ids, 1 + min(self._planned, MAX_LOOKAHEAD))
-        self._ahead = list(zip(tokens, rows[1:]))
-        return rows[:1]
+        if keep == 1 and self._planned:
+            tokens, rows = self.model.generate(ids, 1 + min(self._planned, MAX_LOOKAHEAD))
+            self._ahead = list(zip(tokens, rows[1:]))
+            return rows[:1]
+        rows = self.model.rows(ids, keep)
+        ends = range(len(ids) - keep + 1, len(ids))  # rows whose next token is known: a draft
+        missing = [(j, ids[end]) for j, end in enumerate(ends) if ids[end] not in rows[j]]
+        if missing:  # a draft outside the top N: its own log-probability, on the same cached prefixes
+            self.stats.requests += 1
+            self.stats.fill_ins += 1
+            extra = self.model.token_rows([ids[:ends[j]] for j, _ in missing], sorted({t for _, t in missing}))
+            for (j, _), entries in zip(missing, extra):
+                rows[j].update(entries)
+        return rows

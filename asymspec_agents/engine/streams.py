@@ -51,9 +51,15 @@ class Stream(Protocol):
         """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them. `ahead`: how
         many single-token forwards will likely follow (a remote stream computes them in the same request)."""
 
+    def unreturned(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """`[n, vocab]` bool: for a server's truncated rows, the entries it did not return (they hold an estimate);
+        None for exact rows."""
+
     def floors(self, rows: torch.Tensor) -> torch.Tensor | None:
-        """`[n, 1]`: for a server's truncated rows, the smallest log-probability each returned (every token it did
-        not return has at most that); None for exact rows."""
+        """`[n, 1]`: for a server's truncated rows, the most an unreturned entry can hold; None for exact rows."""
+
+    def exact(self, rows: torch.Tensor, wanted: dict[int, list[int]]) -> None:
+        """Make rows of the last forward exact at the wanted tokens (row index -> token ids), in place."""
 
     def rollback(self, length: int) -> None: ...
 
@@ -132,8 +138,14 @@ class KVStream:
         keep = len(tokens) if keep is None else min(keep, len(tokens))
         return self._forward(tokens, keep_logits=keep, prefill=False)
 
-    def floors(self, rows: torch.Tensor) -> None:
+    def unreturned(self, rows: torch.Tensor) -> None:
         return None  # exact rows
+
+    def floors(self, rows: torch.Tensor) -> None:
+        return None
+
+    def exact(self, rows: torch.Tensor, wanted: dict[int, list[int]]) -> None:
+        """Nothing to do: every entry of a local row is exact."""
 
     def copy_prefix(self, donor: "KVStream", length: int) -> None:
         """Start an empty stream from the donor's first `length` cached tokens (same model; plain float caches

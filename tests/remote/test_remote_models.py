@@ -76,24 +76,57 @@ def test_asymspec_with_the_remote_verifier_equals_the_local_one(servers, local, 
         here, there = local[pair].generate(full, comp, config), remote.generate(full, comp, config)
         assert there.token_ids == here.token_ids
         assert (there.stats.drafted, there.stats.accepted) == (here.stats.drafted, here.stats.accepted)
-        assert there.stats.streams["V_comp"].requests <= there.stats.blocks + 2  # one request a block, few fill-ins
+        verifier = there.stats.streams["V_comp"]
+        assert verifier.requests == verifier.decode_forwards + verifier.fill_ins  # one batched request a block
 
 
-@pytest.mark.parametrize("pair", ["bundled", "bundled-small"])
 @pytest.mark.parametrize("acceptance", RULES)
-def test_asymspec_with_both_models_remote_equals_the_local_pair(servers, local, pair, acceptance):
-    verifier, drafter = servers
-    remote = AsymSpecEngine.from_pretrained(verifier.base_url, verifier.base_url if pair == "bundled"
-                                            else drafter.base_url)
-    for full, comp in (views(local[pair]), needle_views(local[pair])):
+def test_asymspec_with_both_models_remote_equals_the_local_pair(servers, local, acceptance):
+    """The identical pair, both models on one server (drafter and verifier rows truncated to the top N)."""
+    url = servers[0].base_url
+    remote = AsymSpecEngine.from_pretrained(url, url)
+    for full, comp in (views(local["bundled"]), needle_views(local["bundled"])):
         for fuse_bonus in (False, True):
             config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24,
                                       fuse_bonus=fuse_bonus)
-            here, there = local[pair].generate(full, comp, config), remote.generate(full, comp, config)
+            here, there = local["bundled"].generate(full, comp, config), remote.generate(full, comp, config)
             assert there.token_ids == here.token_ids
             assert (there.stats.drafted, there.stats.accepted) == (here.stats.drafted, here.stats.accepted)
             drafting = there.stats.streams["S_full"]
             assert drafting.requests < drafting.decode_forwards  # drafts come from cached generation requests
+
+
+@pytest.mark.parametrize("acceptance", RULES)
+def test_a_served_small_drafter_differs_only_where_its_top_n_rows_cannot_tell(servers, local, acceptance):
+    """bundled-small on its own server: a reply may leave the in-process one only at a token that neither of the
+    drafter's rows (full and compressed view) returned, whose δ the in-process engine reads off the far tail."""
+    import torch
+
+    verifier, drafter = servers
+    remote = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
+    engine = local["bundled-small"]
+    for full, comp in (views(engine), needle_views(engine)):
+        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24)
+        here, there = engine.generate(full, comp, config).token_ids, remote.generate(full, comp, config).token_ids
+        first = next((i for i, (a, b) in enumerate(zip(here, there)) if a != b), None)
+        if first is None:
+            continue
+        for view in (full, comp):
+            with torch.inference_mode():
+                logits = engine.drafter(torch.tensor([view + here[:first]])).logits[0, -1]
+            assert int((logits > logits[here[first]]).sum()) >= remote.drafter.top_logprobs
+
+
+def test_a_served_drafter_with_whole_rows_gives_the_local_tokens(servers, local):
+    """top_logprobs = -1: every log-probability of the drafter's rows comes back, so δ is exact everywhere."""
+    verifier, drafter = servers
+    remote = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
+    remote.drafter.top_logprobs = -1
+    full, comp = views(local["bundled-small"])
+    for acceptance in RULES:
+        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=12)
+        here = local["bundled-small"].generate(full, comp, config).token_ids
+        assert remote.generate(full, comp, config).token_ids == here
 
 
 def test_a_pair_on_servers_loads_no_weights_here(servers):
@@ -105,20 +138,15 @@ def test_a_pair_on_servers_loads_no_weights_here(servers):
         AsymSpecEngine.from_pretrained(verifier.base_url).generate([1, 2, 3], mode="asymmetric")
 
 
-def test_with_a_small_top_n_fusion_differs_only_where_the_stated_bound_allows(servers, local):
-    """N = 20: a fused choice may differ only at a token the compressed verifier ranks at N or below."""
-    import torch
-
-    small = AsymSpecEngine.from_pretrained(servers[0].base_url, "bundled")
+@pytest.mark.parametrize("acceptance", RULES)
+def test_even_a_small_top_n_gives_the_local_tokens_when_the_drafter_is_here(servers, local, acceptance):
+    """N = 20: tokens the server did not return are fetched where their bound could win a fused choice."""
+    small = AsymSpecEngine.from_pretrained(servers[0].base_url, "bundled-small")
     small.verifier.top_logprobs = 20
-    full, comp = views(local["bundled"])
-    config = GenerationConfig(mode="asymmetric", acceptance="fused", max_new_tokens=24)
-    here, there = local["bundled"].generate(full, comp, config).token_ids, small.generate(full, comp, config).token_ids
-    first = next((i for i, (a, b) in enumerate(zip(here, there)) if a != b), None)
-    if first is not None:
-        with torch.inference_mode():
-            logits = local["bundled"].verifier(torch.tensor([comp + here[:first]])).logits[0, -1]
-        assert int((logits > logits[here[first]]).sum()) >= 20  # outside the returned top-N
+    for full, comp in (views(local["bundled-small"]), needle_views(local["bundled-small"])):
+        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24)
+        there = small.generate(full, comp, config)
+        assert there.token_ids == local["bundled-small"].generate(full, comp, config).token_ids
 
 
 def test_the_old_prompt_logprobs_shape_gives_the_same_tokens(servers, local):
@@ -214,3 +242,40 @@ def test_calls_of_different_conversations_reach_the_servers_together(servers, lo
     for thread in threads:
         thread.join(timeout=300)
     assert [together.get(i) for i in range(4)] == serial, [tok.decode(t) for t in serial]
+
+
+def test_two_replicas_of_asymspec_serve_with_no_weights_share_one_conversation(servers):
+    """`asymspec serve --verifier URL --drafter URL` twice: the turns of one tool-calling conversation alternate
+    between the replicas (as behind a load balancer) and get the replies one replica alone gives."""
+    openai = pytest.importorskip("openai")
+    from asymspec_agents.server.process import ServerProcess
+
+    verifier, drafter = servers
+    weather = {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather of a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    args = ["--verifier", verifier.base_url, "--drafter", drafter.base_url, "--max-new-tokens", "48"]
+
+    def converse(clients) -> list:
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        first = clients[0].chat.completions.create(model="asymspec", messages=messages, tools=[weather],
+                                                   tool_choice="required")
+        (call,) = first.choices[0].message.tool_calls
+        messages += [first.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.id, "content": "Sunny and 21 degrees."}]
+        second = clients[1].chat.completions.create(model="asymspec", messages=messages, tools=[weather])
+        messages += [second.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "user", "content": "And should I take an umbrella?"}]
+        chunks = clients[0].chat.completions.create(model="asymspec", messages=messages, stream=True)
+        third = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        return [call.function.name, call.function.arguments, second.choices[0].message.content, third]
+
+    with ServerProcess(args) as one, ServerProcess(args) as two:
+        health = one.health()
+        assert health["models"] == {"verifier": verifier.base_url, "drafter": drafter.base_url}
+        clients = [openai.OpenAI(base_url=s.base_url, api_key="unused", timeout=300, max_retries=0)
+                   for s in (one, two)]
+        alternating = converse(clients)
+        alone = converse([clients[1], clients[1]])
+    assert alternating == alone and alternating[0] == "get_weather" and "Paris" in alternating[1]
+    assert one.returncode == 0 and two.returncode == 0
