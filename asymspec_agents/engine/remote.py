@@ -18,17 +18,16 @@ Rows. What comes back per position is the top-N log-probabilities plus the sampl
 of the vocabulary shares the leftover mass evenly, each such token getting at most the N-th value (`dense_row`).
 Every row is also made exact at the token that follows it, when known (a draft): if the server did not return it,
 a second request asks for exactly that token's log-probability (`logprob_token_ids`) on the same, now cached,
-prefixes (remote_stream.py; loop.py asks the same way for tokens that could win a fused choice). Hence, for a
-remote verifier (t) with a local drafter:
+prefixes (remote_stream.py). Hence, with the verifier remote (t) and the drafter here:
 - greedy decoding on the verifier alone, and both rules' test of a draft (p_V(d), p'(d)), are exact;
-- a fused choice argmax(t + β·δ) is exact whenever the best returned token beats every other token's bound:
-  outside the returned set t ≤ t_N in truth, so the choice is exact when max over returned tokens of t + β·δ ≥
-  t_N + β·max δ over the others. That is AsymSpec's own case: the full view's token may rank low in the
-  compressed verifier (measured on the bundled pair: N = 20 flipped a fused choice whose token ranked 59th;
-  N = 200, the default, gave the local tokens).
+- a fused choice argmax(t + β·δ): a token outside the returned set has t ≤ t_N, so it can win only if t_N + β·δ
+  beats the best exactly known value; the loop (loop.py `_settle`) fetches the exact t of such tokens (up to 128
+  a row, highest bound first), so greedy decoding equals the engine in process (measured before that: N = 20 flipped a fused choice whose token
+  ranked 59th in the compressed verifier).
 With the drafter remote too, its rows a (full view) and b (compressed view) are truncated the same way: δ = a − b
-is exact on tokens both returned and at the drafts; elsewhere it is a difference of two spread estimates, and the
-JSD gate is computed on the spread rows (docs/deploy.md measures how often that changes a token).
+is exact on tokens both returned and at the drafts; a token a row did not return is read at the row's N-th value
+(the most it can have), so a difference errs towards δ = 0; tokens none of the rows returned are not exact, nor is
+the JSD gate (spread rows). `top_logprobs=-1` asks for whole rows: exact, and heavy (docs/deploy.md measures both).
 """
 
 from __future__ import annotations

@@ -109,8 +109,7 @@ class RemoteStream:
 
     def floors(self, rows: torch.Tensor) -> torch.Tensor:
         """`[n, 1]`: each row's N-th largest value, the most a token outside the server's top N can have."""
-        n = self.model.top_logprobs if self.model.top_logprobs > 0 else rows.shape[-1]
-        return rows.topk(min(n, rows.shape[-1]), dim=-1).values[..., -1:]
+        return rows.topk(min(self._top_n or rows.shape[-1], rows.shape[-1]), dim=-1).values[..., -1:]
 
     def rollback(self, length: int) -> None:
         if length > len(self.ids):
