@@ -85,3 +85,18 @@ def tiny_random_pair(seed: int = 0, *, tokenizer=None, same: bool = False, draft
     verifier = tiny_random_model(len(tokenizer), seed=seed, **model_kwargs)
     drafter = verifier if same else tiny_random_model(len(tokenizer), seed=seed + 1000, layers=drafter_layers, **model_kwargs)
     return TinyPair(verifier, drafter, tokenizer)
+
+
+def generate_at_once(engine, prompts: list[tuple[list[int], list[int]]], config, timeout: float = 300.0) -> list:
+    """`engine.generate(full, comp, config).token_ids` for every (full, comp) prompt, each in a thread of its own,
+    all started together (None where a thread did not finish within `timeout` seconds)."""
+    import threading
+
+    out: dict[int, list[int]] = {}
+    threads = [threading.Thread(target=lambda i=i, p=p: out.__setitem__(i, engine.generate(*p, config).token_ids))
+               for i, p in enumerate(prompts)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    return [out.get(i) for i in range(len(prompts))]

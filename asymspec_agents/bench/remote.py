@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 import urllib.request
 from contextlib import ExitStack
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..testing import generate_at_once
 from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
 
 PAIR = ("bundled", "bundled-small")  # the verifier and the drafter the servers serve
@@ -209,18 +209,11 @@ def concurrency(engine, corpus: Corpus, conversations: int, tokens: int) -> dict
     started = time.perf_counter()
     serial = [engine.generate(full, comp, config).token_ids for full, comp in prompts]
     serial_s = time.perf_counter() - started
-    together: dict[int, list[int]] = {}
-    threads = [threading.Thread(target=lambda i=i, p=p: together.__setitem__(i, engine.generate(*p, config).token_ids))
-               for i, p in enumerate(prompts)]
     started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together = generate_at_once(engine, prompts, config, timeout=3600)
     together_s = time.perf_counter() - started
     return {"conversations": conversations, "serial_s": serial_s, "together_s": together_s,
-            "throughput_ratio": serial_s / together_s,
-            "same": [together.get(i) for i in range(conversations)] == serial}
+            "throughput_ratio": serial_s / together_s, "same": together == serial}
 
 
 def fidelity(engines: dict, count: int) -> list[dict]:

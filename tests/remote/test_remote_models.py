@@ -10,6 +10,7 @@ import pytest
 from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.engine.remote import RemoteModel, RemoteModelError
 from asymspec_agents.server.vllm import VENV, VllmProcess
+from asymspec_agents.testing import generate_at_once
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not (VENV / "bin" / "python").is_file(),
@@ -234,14 +235,7 @@ def test_calls_of_different_conversations_reach_the_servers_together(servers, lo
     config = GenerationConfig(mode="asymmetric", max_new_tokens=16)
     serial = [engine.generate(full, comp, config).token_ids for full, comp in prompts]
     engine.reset()
-    together: dict[int, list[int]] = {}
-    threads = [threading.Thread(target=lambda i=i, p=p: together.__setitem__(i, engine.generate(*p, config).token_ids))
-               for i, p in enumerate(prompts)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert [together.get(i) for i in range(4)] == serial, [tok.decode(t) for t in serial]
+    assert generate_at_once(engine, prompts, config) == serial, [tok.decode(t) for t in serial]
 
 
 def test_two_replicas_of_asymspec_serve_with_no_weights_share_one_conversation(servers):

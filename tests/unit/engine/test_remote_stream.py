@@ -11,6 +11,7 @@ from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.engine.remote import RemoteModel, RemoteModelError, dense_row
 from asymspec_agents.engine.remote_stream import RemoteStream
 from asymspec_agents.engine.streams import forward_together
+from asymspec_agents.testing import generate_at_once
 
 
 class ServedHere(RemoteModel):
@@ -155,8 +156,6 @@ def test_a_served_verifier_with_a_tiny_top_n_gives_the_local_tokens(pair, accept
 def test_conversations_on_served_models_run_at_once_and_get_their_serial_replies(pair):
     """Four threads, one engine, both models served: no state crosses conversations (the server here computes
     each request alone, so its numbers do not depend on what else it is serving)."""
-    import threading
-
     served = AsymSpecEngine(ServedHere(pair.verifier, pair.tokenizer, 16), ServedHere(pair.drafter, pair.tokenizer, 16),
                             pair.tokenizer)
     texts = [f"<|im_start|>user\nsay something about {topic}<|im_end|>\n<|im_start|>assistant\n"
@@ -166,14 +165,7 @@ def test_conversations_on_served_models_run_at_once_and_get_their_serial_replies
     config = GenerationConfig(mode="asymmetric", max_new_tokens=16)
     serial = [served.generate(full, comp, config).token_ids for full, comp in views]
     served.reset()
-    together: dict[int, list[int]] = {}
-    threads = [threading.Thread(target=lambda i=i, v=v: together.__setitem__(i, served.generate(*v, config).token_ids))
-               for i, v in enumerate(views)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert [together.get(i) for i in range(len(views))] == serial
+    assert generate_at_once(served, views, config, timeout=120) == serial
 
 
 def test_an_answer_that_lost_its_log_probabilities_is_asked_again(pair):
