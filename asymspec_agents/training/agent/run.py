@@ -1,0 +1,280 @@
+"""The `asymspec train-agent` command: teach a verifier to act as an agent, with a LoRA delta on all its layers.
+
+    asymspec train-agent --out runs/agent            # the shipped bundled-agent's recipe (its defaults)
+
+Data: conversations over invented tools (`catalogue`, `transcripts`): decide whether an offered tool is needed, call
+it with the values the question states, answer from its result in words and stop, say so when no offered tool fits,
+report a tool's failure. Replies to general questions are the raw model's own (decoded here once, no tools offered),
+so that training teaches when not to call without teaching new answers. Nothing comes from BFCL or the examples.
+
+Training: next-token cross-entropy on the assistant turns only; LoRA factors on every linear map of every layer and
+the layers' norms (`training.distill.train.trainable_student` with all layers "trained"); the delta ships like
+bundled-small's (student.json + delta.safetensors) and is merged on load. Report: on held-out tools (never in a
+training conversation) and held-out general questions, each conversation's first reply decoded under
+tool_choice="auto" by the raw and the tuned model (right decision, right tool, exact arguments) and its final
+answer given the tool result (states the result, no markup); plus the loss curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ...errors import AsymSpecError
+
+GENERAL_TOKENS = 64  # a general question's reply: the raw model's first sentences within this many tokens
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        report = run(args)
+    except AsymSpecError as exc:
+        print(f"asymspec: error: {exc}", file=sys.stderr)
+        return 2
+    print(render_markdown(report))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="asymspec train-agent", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--verifier", default="bundled", help="the model to tune (default: bundled)")
+    parser.add_argument("--examples", type=int, default=1200, help="training conversations")
+    parser.add_argument("--dev", type=int, default=80, help="held-out conversations for the report")
+    parser.add_argument("--rank", type=int, default=16, help="LoRA rank")
+    parser.add_argument("--alpha", type=float, default=32.0)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--accumulate", type=int, default=8, help="conversations per optimizer step")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--out", default="runs/agent", help="output folder (student.json, delta, report, loss plot)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    from ...context import DualContext
+    from ...models import load_model
+    from ...models.students import StudentSpec, assemble_student
+    from .transcripts import conversations, render, split_questions, split_tools
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = load_model(args.verifier)
+    layers = model.config.num_hidden_layers
+    spec = StudentSpec(trunk=0, top=tuple(range(layers)), rank=args.rank, alpha=args.alpha,
+                       extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
+                              "data": "invented tools: calls, answers from results, no-tool questions, tool errors"})
+    train_tools, dev_tools = split_tools()
+    train_questions, dev_questions = split_questions()
+    answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
+    train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers)
+    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers)
+    context = DualContext(tokenizer)
+    rendered = [render(context, c, tokenizer) for c in train_set]
+    started = time.perf_counter()
+    history = train(model, spec, rendered, out, args)
+    history["train_seconds"] = time.perf_counter() - started
+    tuned = assemble_student(model, out)
+    report = {"spec": asdict(spec), "settings": {k: v for k, v in vars(args).items() if k != "threads"},
+              "train_conversations": len(train_set), "kinds": _counts(c.kind for c in train_set),
+              "train_tokens": sum(len(r.ids) for r in rendered),
+              "target_tokens": sum(b - a for r in rendered for a, b in r.spans),
+              "train_seconds": history["train_seconds"], "dev_tools": [t.name for t in dev_tools],
+              "dev": {"raw": evaluate(model, tokenizer, dev_set, "raw"), "tuned": evaluate(tuned, tokenizer, dev_set, "tuned")},
+              "date": time.strftime("%Y-%m-%d")}
+    (out / "report.json").write_text(json.dumps({**report, "steps": history["steps"]}, indent=2) + "\n")
+    (out / "report.md").write_text(render_markdown(report))
+    plot_losses(history, out / "loss.png")
+    return report
+
+
+class GeneralAnswers:
+    """The raw model's own greedy reply to a general question (no tools offered), cut after its last full sentence
+    within GENERAL_TOKENS (None when there is none); decoded once per question and kept in the file `cache`."""
+
+    def __init__(self, model, tokenizer, cache: Path):
+        from ...chat import AsymSpecChat
+        from ...engine import AsymSpecEngine, GenerationConfig
+
+        self.cache = cache
+        self.known = json.loads(cache.read_text()) if cache.is_file() else {}
+        self.chat = AsymSpecChat(AsymSpecEngine(model, None, tokenizer),
+                                 config=GenerationConfig(mode="full", max_new_tokens=GENERAL_TOKENS))
+
+    def __call__(self, question: str) -> str | None:
+        if question not in self.known:
+            reply = self.chat.reply([{"role": "user", "content": question}])
+            text = reply.text.strip()
+            if reply.finish_reason != "stop":
+                cut = max(text.rfind(". "), text.rfind(".\n"), text.rfind("! "), text.rfind("? "))
+                text = text[:cut + 1] if cut > 0 else ""
+            self.known[question] = text or None
+            self.cache.write_text(json.dumps(self.known, indent=2) + "\n")
+        return self.known[question]
+
+
+def train(model, spec, rendered: list, out: Path, args) -> dict:
+    """Cross-entropy on the assistant spans; writes student.json and delta.safetensors into `out`."""
+    import torch
+    from safetensors.torch import save_file
+    from tqdm import tqdm
+
+    from ...models.students import DELTA_FILE, SPEC_FILE
+    from ..distill.train import delta_of, trainable_student
+
+    torch.manual_seed(args.seed)
+    student = trainable_student(model, spec).train()
+    params = [p for p in student.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    total_steps = math.ceil(args.epochs * len(rendered) / args.accumulate)
+    schedule = torch.optim.lr_scheduler.LambdaLR(  # a short warm-up, then cosine to 10%
+        optimizer, lambda step: min(1.0, (step + 1) / 10) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / total_steps))))
+    history = {"steps": []}
+    bar = tqdm(total=args.epochs * len(rendered), desc="train-agent", unit="conversation")
+    for epoch in range(args.epochs):
+        order = list(range(len(rendered)))
+        random.Random(args.seed * 1000 + epoch).shuffle(order)
+        running, tokens = 0.0, 0
+        for i, index in enumerate(order):
+            example = rendered[index]
+            # the head runs only where a target token is predicted: the vocabulary projection of every prompt
+            # position would cost more than the adapter's gradients
+            targets = torch.tensor([j for start, end in example.spans for j in range(start, end)])
+            hidden = student.model(input_ids=torch.tensor([example.ids]), use_cache=False).last_hidden_state[0]
+            logits = student.lm_head(hidden[targets - 1]).float()
+            loss = torch.nn.functional.cross_entropy(logits, torch.tensor(example.ids)[targets], reduction="sum")
+            count = len(targets)
+            (loss / count / args.accumulate).backward()
+            running, tokens = running + float(loss.detach()), tokens + count
+            if (i + 1) % args.accumulate == 0 or i + 1 == len(order):
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad()
+                history["steps"].append({"epoch": epoch + (i + 1) / len(order), "loss": running / max(tokens, 1)})
+                bar.set_postfix(loss=f"{history['steps'][-1]['loss']:.3f}")
+                running, tokens = 0.0, 0
+            bar.update()
+    bar.close()
+    # float16 halves the file (30 layers of factors); merged in float32 on load, the error is far below training's
+    save_file({name: tensor.half() for name, tensor in delta_of(student, spec).items()}, str(out / DELTA_FILE))
+    (out / SPEC_FILE).write_text(spec.to_json())
+    return history
+
+
+def evaluate(model, tokenizer, dev_set, label: str = "model") -> dict:
+    """Each held-out conversation's first reply under tool_choice="auto" (decision, tool, arguments) and, where a
+    tool result comes, the final reply given it (states the result's value, carries no markup, ends)."""
+    from tqdm import tqdm
+
+    from ...chat import AsymSpecChat
+    from ...engine import AsymSpecEngine, GenerationConfig
+
+    chat = AsymSpecChat(AsymSpecEngine(model, None, tokenizer), config=GenerationConfig(mode="full", max_new_tokens=64))
+    counts = {"conversations": 0, "decision": 0, "should_call": 0, "tool": 0, "arguments": 0, "no_call_wanted": 0,
+              "no_call": 0, "answers": 0, "answer_states_value": 0, "answer_clean": 0}
+    for conversation in tqdm(dev_set, desc=f"held-out replies ({label})", unit="conversation"):
+        expected = conversation.expected["calls"]
+        first = chat.reply(conversation.messages[:1], tools=conversation.tools, tool_choice="auto")
+        calls = [{"name": c.name, "arguments": c.arguments} for c in first.tool_calls]
+        counts["conversations"] += 1
+        counts["decision"] += bool(calls) == bool(expected)
+        if expected:
+            counts["should_call"] += 1
+            counts["tool"] += bool(calls) and calls[0]["name"] == expected[0]["name"]
+            counts["arguments"] += calls[:1] == expected[:1]
+        else:
+            counts["no_call_wanted"] += 1
+            counts["no_call"] += not calls
+        final = conversation.messages[-1]
+        if conversation.kind in ("call", "chain", "parallel"):
+            reply = chat.reply(conversation.messages[:-1], tools=conversation.tools, tool_choice="auto")
+            results = [m.content for m in conversation.messages if type(m).__name__ == "ToolResult"]
+            counts["answers"] += 1
+            counts["answer_states_value"] += all(_value_in(r, reply.text) for r in results[-1:])
+            counts["answer_clean"] += (not reply.tool_calls and "<" not in reply.text and reply.finish_reason == "stop"
+                                       and bool(final.content))
+    rates = {"decision": counts["decision"] / max(counts["conversations"], 1),
+             "tool": counts["tool"] / max(counts["should_call"], 1),
+             "arguments": counts["arguments"] / max(counts["should_call"], 1),
+             "no_call": counts["no_call"] / max(counts["no_call_wanted"], 1),
+             "answer_states_value": counts["answer_states_value"] / max(counts["answers"], 1),
+             "answer_clean": counts["answer_clean"] / max(counts["answers"], 1)}
+    return {"counts": counts, "rates": rates}
+
+
+def _value_in(result: str, text: str) -> bool:
+    """Whether a reply states a tool result: the text itself, or every value of a JSON object result."""
+    try:
+        value = json.loads(result)
+    except ValueError:
+        return result.strip() in text
+    values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+    return all(str(v) in text for v in values)
+
+
+def _counts(values) -> dict:
+    out: dict = {}
+    for value in values:
+        out[value] = out.get(value, 0) + 1
+    return out
+
+
+def render_markdown(report: dict) -> str:
+    raw, tuned = report["dev"]["raw"]["rates"], report["dev"]["tuned"]["rates"]
+    counts = report["dev"]["tuned"]["counts"]
+    rows = [("decision (call iff a tool fits)", "decision", counts["conversations"]),
+            ("right tool, when one fits", "tool", counts["should_call"]),
+            ("exact arguments, when one fits", "arguments", counts["should_call"]),
+            ("no call, when none fits", "no_call", counts["no_call_wanted"]),
+            ("answer states the result", "answer_states_value", counts["answers"]),
+            ("answer clean (no markup, ends)", "answer_clean", counts["answers"])]
+    spec = report["spec"]
+    lines = [f"# train-agent report ({report['date']})", "",
+             f"LoRA rank {spec['rank']} (α {spec['alpha']}) on all {len(spec['top'])} layers of "
+             f"{spec['extra']['verifier']}; {report['train_conversations']} conversations "
+             f"({', '.join(f'{k} {v}' for k, v in sorted(report['kinds'].items()))}), "
+             f"{report['target_tokens']} target tokens of {report['train_tokens']}; "
+             f"{report['settings']['epochs']} epoch(s), lr {report['settings']['lr']}; "
+             f"{report['train_seconds'] / 60:.0f} min of training.", "",
+             f"Held out (never trained on): the tools {', '.join(report['dev_tools'])} and the last general "
+             "questions; first replies under tool_choice=\"auto\", greedy, the model alone on the full view.", "",
+             "| held-out measure | n | raw | tuned |", "|---|---|---|---|"]
+    lines += [f"| {label} | {n} | {raw[key]:.2f} | {tuned[key]:.2f} |" for label, key, n in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot_losses(history: dict, path: Path) -> None:
+    from ...bench.common import pyplot
+
+    plt = pyplot(optional=True)
+    if plt is None:
+        return
+    steps = history["steps"]
+    window = max(1, len(steps) // 20)
+    values = [s["loss"] for s in steps]
+    smooth = [statistics.fmean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([s["epoch"] for s in steps], values, color="C0", lw=0.5, alpha=0.3)
+    ax.plot([s["epoch"] for s in steps], smooth, color="C0", lw=1.5, label=f"mean of {window} steps")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("cross-entropy on assistant tokens (nats/token)")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_title("train-agent loss")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,117 @@
+"""Agent-tuning data and training on a tiny random model: held-out tools stay out, targets are what the product's
+parser reads, values come from the question, results are computed, and training writes a delta that assembles."""
+
+import argparse
+import json
+import re
+
+import pytest
+
+from asymspec_agents.context import DualContext, ToolResult, parse_tool_calls
+from asymspec_agents.models.students import assemble_student
+from asymspec_agents.testing import byte_tokenizer, tiny_random_model
+from asymspec_agents.training.agent.catalogue import TOOLS
+from asymspec_agents.training.agent.run import _value_in, train
+from asymspec_agents.training.agent.transcripts import KINDS, conversations, render, split_questions, split_tools
+
+def ANSWERS(question: str) -> str:  # noqa: N802 (stands where the raw model's replies go)
+    return f"A reply to: {question}"
+
+
+@pytest.fixture(scope="module")
+def data():
+    train_tools, dev_tools = split_tools()
+    train_questions, dev_questions = split_questions()
+    return (conversations(300, 0, train_tools, train_questions, ANSWERS),
+            conversations(60, 10_000, dev_tools, dev_questions, ANSWERS), train_tools, dev_tools)
+
+
+def _offered(conversation) -> set[str]:
+    return {tool["name"] for tool in conversation.tools}
+
+
+def _variants(tools) -> set[str]:
+    """Every name a tool may be offered under (as written, namespaced by domain, camelCase)."""
+    camel = lambda name: re.sub(r"_(\w)", lambda m: m.group(1).upper(), name)  # noqa: E731
+    return {v for t in tools for v in (t.name, f"{t.domain}.{t.name}", f"{t.domain}_{t.name}", camel(t.name))}
+
+
+def _states_result(offered_name: str) -> bool:
+    """Whether the tool's answer wording quotes its result (actions such as switching lights confirm instead)."""
+    tool = next(t for t in TOOLS if offered_name in _variants([t]))
+    return "{result}" in tool.answer or "{r[" in tool.answer
+
+
+def test_held_out_tools_and_questions_never_reach_training(data):
+    train_set, dev_set, train_tools, dev_tools = data
+    assert dev_tools and not set(dev_tools) & set(train_tools)
+    assert all(_offered(c) <= _variants(train_tools) for c in train_set)
+    assert all(_offered(c) <= _variants(dev_tools) for c in dev_set)
+    assert not _variants(train_tools) & _variants(dev_tools)
+    dev_questions = set(split_questions()[1])
+    assert not any(c.messages[0].content in dev_questions for c in train_set)
+
+
+def test_every_kind_is_built_and_calls_are_expected_only_where_a_tool_fits(data):
+    train_set = data[0]
+    assert {c.kind for c in train_set} == set(KINDS)
+    for c in train_set:
+        assert bool(c.expected["calls"]) == (c.kind in ("call", "parallel", "chain", "error"))
+        for call in c.expected["calls"]:
+            assert call["name"] in _offered(c)
+        if c.kind == "offtopic":  # the tool the question needs is not offered, nor any of its domain
+            assert not c.messages[1].tool_calls
+
+
+def test_argument_values_are_stated_in_the_question(data):
+    for c in data[0]:
+        if c.kind not in ("call", "error"):
+            continue
+        question = c.messages[0].content
+        for value in c.expected["calls"][0]["arguments"].values():
+            if isinstance(value, bool):
+                continue
+            spoken = [str(v) for v in value] if isinstance(value, list) else [str(value)]
+            assert all(s in question for s in spoken), (question, value)
+
+
+def test_rendered_targets_are_the_replies_the_product_parses(data):
+    tokenizer = byte_tokenizer()
+    context = DualContext(tokenizer)
+    for c in data[0][:80]:
+        rendered = render(context, c, tokenizer)
+        assistant = [m for m in c.messages if type(m).__name__ == "AssistantMessage"]
+        assert len(rendered.spans) == len(assistant)
+        first = tokenizer.decode(rendered.ids[slice(*rendered.spans[0])])
+        parsed = parse_tool_calls(first.replace("<|im_end|>", ""))
+        assert [{"name": p.name, "arguments": p.arguments} for p in parsed.tool_calls] == \
+            [{"name": call.name, "arguments": call.arguments} for call in assistant[0].tool_calls]
+        if c.kind == "call" and _states_result(c.expected["calls"][0]["name"]):  # the answer states the result
+            result = next(m for m in c.messages if isinstance(m, ToolResult)).content
+            assert _value_in(result, assistant[-1].content), (result, assistant[-1].content)
+
+
+def test_results_of_real_functions_are_computed():
+    gcd = next(t for t in TOOLS if t.name == "greatest_common_divisor")
+    assert gcd.result({"x": 84, "y": 36}, None) == 12
+    weekday = next(t for t in TOOLS if t.name == "weekday_of")
+    assert weekday.result({"date": "2026-12-03"}, None) == "Thursday"
+
+
+def test_training_writes_a_delta_that_assembles_into_a_changed_model(tmp_path, data):
+    import torch
+
+    tokenizer = byte_tokenizer()
+    model = tiny_random_model(len(tokenizer), seed=5, layers=2)
+    context = DualContext(tokenizer)
+    rendered = [render(context, c, tokenizer) for c in data[0][:6]]
+    from asymspec_agents.models.students import StudentSpec
+
+    spec = StudentSpec(trunk=0, top=(0, 1), rank=4, alpha=8.0, extra={"verifier": "tiny"})
+    args = argparse.Namespace(seed=0, lr=1e-2, epochs=1, accumulate=2)
+    history = train(model, spec, rendered, tmp_path, args)
+    assert len(history["steps"]) == 3 and all(s["loss"] > 0 for s in history["steps"])
+    assert json.loads((tmp_path / "student.json").read_text())["top"] == [0, 1]
+    tuned = assemble_student(model, tmp_path)
+    ids = torch.tensor([rendered[0].ids[:50]])
+    assert not torch.allclose(tuned(ids).logits, model(ids).logits)
