@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, pyplot
+from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, wilson
 from .tasks import TASKS, Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared
@@ -319,16 +318,9 @@ def _accuracy(runs: dict, items: list[str]) -> float:
     return sum(runs[i]["correct"] for i in items) / len(items) if items else float("nan")
 
 
-def _wilson(runs: dict, items: list[str], z: float = 1.96) -> list[float] | None:
-    """The 95% Wilson score interval of an accuracy (sound at 0 and 1, where the normal approximation is not)."""
-    n = len(items)
-    if not n:
-        return None
-    p = _accuracy(runs, items)
-    shrink = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / shrink
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
-    return [max(0.0, centre - spread), min(1.0, centre + spread)]
+def _wilson(runs: dict, items: list[str]) -> list[float] | None:
+    """The 95% Wilson score interval of the accuracy over `items`."""
+    return wilson(sum(runs[i]["correct"] for i in items), len(items))
 
 
 def _gap(runs, floor, ceiling, items) -> float | None:

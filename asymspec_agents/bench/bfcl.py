@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import sys
 import time
 import types
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, pyplot, write_json
+from .common import RESULTS, markdown_table, pyplot, wilson, write_json
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance", "live_relevance", "live_irrelevance")
 AST_CATEGORIES = ("simple_python", "multiple", "parallel")
@@ -191,17 +190,6 @@ def summarize(runs: list[dict]) -> dict:
     return {"items": n, "right": right, "accuracy": right / n if n else float("nan"), "interval": wilson(right, n),
             "call_rate": sum(bool(r["calls"]) for r in runs) / n if n else float("nan"),
             "seconds_per_item": seconds[n // 2] if n else float("nan")}
-
-
-def wilson(right: int, n: int, z: float = 1.96) -> list[float] | None:
-    """The 95% Wilson score interval of right/n (sound at 0 and 1, where the normal approximation is not)."""
-    if not n:
-        return None
-    p = right / n
-    shrink = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / shrink
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
-    return [max(0.0, centre - spread), min(1.0, centre + spread)]
 
 
 def render(report: dict, terminal: bool = False) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -43,3 +44,14 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def wilson(right: int, n: int, z: float = 1.96) -> list[float] | None:
+    """The 95% Wilson score interval of right/n (sound at 0 and 1, where the normal approximation is not)."""
+    if not n:
+        return None
+    p = right / n
+    shrink = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / shrink
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / shrink
+    return [max(0.0, centre - spread), min(1.0, centre + spread)]

@@ -24,6 +24,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> dict:
     history["train_seconds"] = time.perf_counter() - started
     tuned = assemble_student(model, out)
     report = {"spec": asdict(spec), "settings": {k: v for k, v in vars(args).items() if k != "threads"},
-              "train_conversations": len(train_set), "kinds": _counts(c.kind for c in train_set),
+              "train_conversations": len(train_set), "kinds": dict(Counter(c.kind for c in train_set)),
               "train_tokens": sum(len(r.ids) for r in rendered),
               "target_tokens": sum(b - a for r in rendered for a, b in r.spans),
               "train_seconds": history["train_seconds"], "dev_tools": [t.name for t in dev_tools],
@@ -181,6 +182,7 @@ def evaluate(model, tokenizer, dev_set, label: str = "model") -> dict:
     from tqdm import tqdm
 
     from ...chat import AsymSpecChat
+    from ...context import ToolResult
     from ...engine import AsymSpecEngine, GenerationConfig
 
     chat = AsymSpecChat(AsymSpecEngine(model, None, tokenizer), config=GenerationConfig(mode="full", max_new_tokens=64))
@@ -202,7 +204,7 @@ def evaluate(model, tokenizer, dev_set, label: str = "model") -> dict:
         final = conversation.messages[-1]
         if conversation.kind in ("call", "chain", "parallel"):
             reply = chat.reply(conversation.messages[:-1], tools=conversation.tools, tool_choice="auto")
-            results = [m.content for m in conversation.messages if type(m).__name__ == "ToolResult"]
+            results = [m.content for m in conversation.messages if isinstance(m, ToolResult)]
             counts["answers"] += 1
             counts["answer_states_value"] += all(_value_in(r, reply.text) for r in results[-1:])
             counts["answer_clean"] += (not reply.tool_calls and "<" not in reply.text and reply.finish_reason == "stop"
@@ -224,13 +226,6 @@ def _value_in(result: str, text: str) -> bool:
         return result.strip() in text
     values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
     return all(str(v) in text for v in values)
-
-
-def _counts(values) -> dict:
-    out: dict = {}
-    for value in values:
-        out[value] = out.get(value, 0) + 1
-    return out
 
 
 def render_markdown(report: dict) -> str:
