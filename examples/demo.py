@@ -5,16 +5,16 @@ text (sections of Python's language reference) with one line that matters, plant
 verifier's memory keeps only the head and tail of each passage (a quarter of it by default), as a context-trimming
 pipeline would. The same question is then answered by
 
-  verifier alone     SmolLM2-135M on its compressed memory (the Floor)
-  AsymSpec, paper    SmolLM2-135M verifying on that memory, its distilled 6-layer `bundled-small` drafting from the
-                     whole document, with the published ratio rule and defaults (the bonus token after an
-                     accepted block is the verifier's own, unfused)
-  AsymSpec           the same with that bonus token fused too (`fuse_bonus=True`)
-  verifier, all      SmolLM2-135M reading everything (the Ceiling)
+  verifier alone     the default pair's verifier (the bundled SmolLM2-135M) on its compressed memory (the Floor)
+  AsymSpec, paper    that verifier on that memory, the distilled 6-layer `bundled-small` drafting from the whole
+                     document, with the published ratio rule and defaults (the bonus token after an accepted
+                     block is the verifier's own, unfused: `fuse_bonus=False`)
+  AsymSpec           the default pair as every entry point runs it: the same with that bonus token fused
+  verifier, all      the verifier reading everything (the Ceiling)
 
-each from empty caches, with the code it gave, wall time and total FLOPs (drafter + verifier). Nothing is scripted:
-if a system gets the code wrong, the table says so. `asymspec bench accuracy --pair bundled-small` measures the same
-over many documents (benchmarks/results/small-drafter/).
+each from empty caches, with the numbers its answer gives, wall time and total FLOPs (drafter + verifier). Nothing
+is scripted: if a system gets the code wrong, the table says so. `asymspec bench accuracy --pair bundled-small`
+measures the same over many documents (benchmarks/results/small-drafter/).
 
     python examples/demo.py [--seed 0] [--chars 7000] [--ratio 4]
 """
@@ -37,8 +37,8 @@ from asymspec_agents.context import CompressionPolicy
 
 SYSTEM = "Answer the question from the documents."
 QUESTION = "What is the access code of the server room? Answer with the four-digit code."
-SYSTEMS = {"verifier alone": dict(mode="compressed"), "AsymSpec, paper": dict(mode="asymmetric"),
-           "AsymSpec": dict(mode="asymmetric", fuse_bonus=True), "verifier, all": dict(mode="full")}
+SYSTEMS = {"verifier alone": dict(mode="compressed"), "AsymSpec, paper": dict(mode="asymmetric", fuse_bonus=False),
+           "AsymSpec": dict(mode="asymmetric"), "verifier, all": dict(mode="full")}
 
 
 def planted_document(rng: random.Random, chars: int) -> tuple[str, str]:
@@ -64,7 +64,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     console = Console(width=80)
     report, code = planted_document(random.Random(args.seed), args.chars)
-    engine = AsymSpecEngine.shared("bundled", "bundled-small")  # the first run assembles bundled-small (seconds)
+    engine = AsymSpecEngine.shared()  # the default pair; the first run assembles its models (seconds)
     tokens = len(engine.tokenizer(report)["input_ids"])
     memory = CompressionPolicy(budgets={"passage": tokens // args.ratio}, compressors={"passage": "head_tail"})
     messages = [ChatMessage(role="system", content=SYSTEM),
@@ -74,7 +74,7 @@ def main(argv=None) -> None:
     console.print(f"The retrieved document has {tokens} tokens; the planted code is {code}; the verifier's memory "
                   f"keeps {tokens // args.ratio} of them (head and tail).\n")
     table = Table(title="One question, answered four ways (from empty caches)", width=80)
-    for column, justify, width in (("system", "left", 15), ("code given", "left", None), ("right", "center", 5),
+    for column, justify, width in (("system", "left", 15), ("numbers given", "left", None), ("right", "center", 5),
                                    ("s", "right", 5), ("GFLOPs", "right", 6), ("accept", "right", 6)):
         table.add_column(column, justify=justify, no_wrap=True, overflow="ellipsis", min_width=width,
                          ratio=None if width else 1)
@@ -87,8 +87,8 @@ def main(argv=None) -> None:
         answer, stats = (response.message.content or "").strip(), response.raw["stats"]
         flops = (stats["verifier_flops"] + stats["drafter_flops"]) / 1e9
         accept = f"{stats['accepted'] / stats['drafted']:.0%}" if stats["drafted"] else "—"
-        given = re.findall(r"\b\d{4}\b", answer)
-        table.add_row(name, ", ".join(given) or "none", "yes" if code in answer else "no", f"{seconds:.1f}",
+        given = re.findall(r"\d+", answer)  # what a reader takes from the answer: every number in it
+        table.add_row(name, ", ".join(given) or "none", "yes" if code in given else "no", f"{seconds:.1f}",
                       f"{flops:.0f}", accept)
         console.print(f"[cyan]{name}[/cyan]: {escape(answer)}\n")
     console.print(table)

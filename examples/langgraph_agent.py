@@ -186,7 +186,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     console = Console()
-    llm = ChatAsymSpec.bundled(max_tokens=args.max_tokens)
+    llm = ChatAsymSpec(max_tokens=args.max_tokens)
     agent = build_agent(llm, make_tools(ReferenceSearch(python_reference())), calls=args.tool_calls)
     console.print(f"[bold]Question:[/bold] {args.question}\n")
     started = time.perf_counter()

@@ -90,7 +90,7 @@ def main(argv=None) -> None:
     console = Console()
     started = time.perf_counter()
     console.print(f"[bold]Question:[/bold] {args.question}")
-    run(args.question, ChatAsymSpec.bundled(max_tokens=args.max_tokens), console)
+    run(args.question, ChatAsymSpec(max_tokens=args.max_tokens), console)
     console.print(f"total {time.perf_counter() - started:.1f} s")
 
 

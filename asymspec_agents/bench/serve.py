@@ -1,9 +1,13 @@
 """Many conversations at once: latency and throughput at 1, 2, 4, 8 clients, in process and over HTTP.
 
-Every client holds one conversation: a shared system prompt, a document of its own (~300 tokens of Python's
-reference) in its first turn, then a question per turn; each reply is appended before the next turn. "in-process"
-clients are threads calling one `AsymSpecChat`; "http" clients are threads of the `openai` client against a real
-`asymspec serve` process on 127.0.0.1 with the same pair, settings and torch threads. Both runs of one client count
+Every client holds one conversation. Workload `chat`: a shared system prompt, a document of its own (~300 tokens of
+Python's reference) in its first turn, then a question per turn; each reply is appended before the next turn.
+Workload `agent`: a tool-calling agent; each step but the last must call a search tool (`tool_choice="required"`),
+whose result (the client's document) and the call, as the OpenAI format returns it, are appended; the last step
+answers (`tool_choice="none"`). Both transports send the same OpenAI-format messages: "in-process" clients are
+threads calling one `AsymSpecChat` through the server's own translation (openai_format.py); "http" clients are
+threads of the `openai` client against a real `asymspec serve` process on 127.0.0.1 with the same pair, settings
+and torch threads. Both runs of one client count
 are measured back to back. Latency is per request (send to complete reply); throughput is completion tokens per
 second of the whole run; the hit rate is the share of calls the cache pool served from their conversation's own set.
 """
@@ -18,20 +22,29 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
 from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
 
 SYSTEM = "You are a concise assistant. Answer in one sentence."
+AGENT_QUESTION = "Search the Python reference for the statement 'break', then say in one sentence what it does."
+SEARCH = {"type": "function", "function": {
+    "name": "search_python_docs", "description": "Search the Python language reference; returns a section.",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
+WORKLOADS = ("chat", "agent")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asymspec bench serve", description=__doc__)
-    parser.add_argument("--verifier", default="bundled")
-    parser.add_argument("--drafter", default="bundled")
+    parser.add_argument("--verifier", default=DEFAULT_VERIFIER)
+    parser.add_argument("--drafter", default=AUTO, help="default: auto (the verifier's matched drafter)")
+    parser.add_argument("--workload", choices=WORKLOADS, default="chat",
+                        help="chat: questions about a document; agent: tool calls, their results, an answer")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--turns", type=int, default=3, help="turns per conversation")
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens per reply")
-    parser.add_argument("--out", default=str(RESULTS / "serve"))
+    parser.add_argument("--out", help="output prefix (default: benchmarks/results/serve, serve-agent for agents)")
     args = parser.parse_args(argv)
+    args.out = args.out or str(RESULTS / ("serve" if args.workload == "chat" else "serve-agent"))
     from ..chat import AsymSpecChat
     from ..engine import AsymSpecEngine, GenerationConfig
     from ..server.process import ServerProcess
@@ -50,20 +63,22 @@ def main(argv: list[str] | None = None) -> int:
             for transport in ("in-process", "http"):
                 docs, used = documents[used:used + n], used + n  # fresh conversations: nothing cached yet
                 if transport == "in-process":
-                    ask = lambda messages: _ask_local(chat, messages)  # noqa: E731
+                    ask = lambda request: _ask_local(chat, request)  # noqa: E731
                     pool = lambda: vars(chat.engine.pool.stats)  # noqa: E731
                 else:
-                    ask = lambda messages: _ask_http(client, messages, args.max_tokens)  # noqa: E731
+                    ask = lambda request: _ask_http(client, request)  # noqa: E731
                     pool = lambda: server.health()["cache_pool"]  # noqa: E731
-                runs.append({"transport": transport, "clients": n, **_run(ask, pool, docs, args.turns)})
-    report = {"verifier": args.verifier, "drafter": args.drafter, "threads": threads, "turns": args.turns,
-              "max_tokens": args.max_tokens, "date": time.strftime("%Y-%m-%d"), "runs": runs}
+                runs.append({"transport": transport, "clients": n,
+                             **_run(ask, pool, docs, args.turns, args.workload, args.max_tokens)})
+    verifier, drafter = resolve_pair(args.verifier, args.drafter)
+    report = {"verifier": verifier, "drafter": drafter, "workload": args.workload, "threads": threads,
+              "turns": args.turns, "max_tokens": args.max_tokens, "date": time.strftime("%Y-%m-%d"), "runs": runs}
     write_outputs(report, args.out)
     print(Path(args.out + ".md").read_text())
     return 0
 
 
-def _run(ask, pool, documents: list[str], turns: int) -> dict:
+def _run(ask, pool, documents: list[str], turns: int, workload: str, max_tokens: int) -> dict:
     """Every client's conversation at once; latency per request, tokens per second, cache-pool hit rate."""
     before = pool()
     latencies, tokens, errors = [], [], []
@@ -72,11 +87,18 @@ def _run(ask, pool, documents: list[str], turns: int) -> dict:
     def converse(i: int) -> None:
         messages = [{"role": "system", "content": SYSTEM}]
         for turn in range(turns):
-            first = f"Here is a document:\n{documents[i]}\n\n" if turn == 0 else ""
-            messages.append({"role": "user", "content": f"{first}Question {turn + 1}: what is one thing it says?"})
+            request = {"model": "asymspec", "max_tokens": max_tokens}
+            if workload == "chat":
+                first = f"Here is a document:\n{documents[i]}\n\n" if turn == 0 else ""
+                messages.append({"role": "user", "content": f"{first}Question {turn + 1}: what is one thing it says?"})
+            else:
+                if turn == 0:
+                    messages.append({"role": "user", "content": AGENT_QUESTION})
+                request.update(tools=[SEARCH], tool_choice="required" if turn < turns - 1 else "none",
+                               parallel_tool_calls=False)
             started = time.perf_counter()
             try:
-                text, completion = ask(messages)
+                message, completion = ask({**request, "messages": list(messages)})
             except Exception as exc:  # counted and reported, the run goes on
                 with lock:
                     errors.append(repr(exc))
@@ -84,7 +106,9 @@ def _run(ask, pool, documents: list[str], turns: int) -> dict:
             with lock:
                 latencies.append(time.perf_counter() - started)
                 tokens.append(completion)
-            messages.append({"role": "assistant", "content": text})
+            messages.append(message)
+            messages += [{"role": "tool", "tool_call_id": call["id"], "content": documents[i]}
+                         for call in message.get("tool_calls") or []]
 
     started = time.perf_counter()
     workers = [threading.Thread(target=converse, args=(i,)) for i in range(len(documents))]
@@ -101,14 +125,17 @@ def _run(ask, pool, documents: list[str], turns: int) -> dict:
             "hit_rate": (after["continued"] - before["continued"]) / calls if calls else 0.0}
 
 
-def _ask_local(chat, messages) -> tuple[str, int]:
-    reply = chat.reply(messages)
-    return reply.text, reply.usage.output_tokens
+def _ask_local(chat, request: dict) -> tuple[dict, int]:
+    """The request through the server's own translation, without HTTP: the same messages, tools and reply."""
+    from ..server import openai_format as wire
+
+    reply = chat.reply(**wire.chat_arguments(wire.ChatCompletionRequest(**request), chat.config))
+    return wire.completion(reply, "asymspec", "local")["choices"][0]["message"], reply.usage.output_tokens
 
 
-def _ask_http(client, messages, max_tokens: int) -> tuple[str, int]:
-    reply = client.chat.completions.create(model="asymspec", messages=messages, max_tokens=max_tokens)
-    return reply.choices[0].message.content or "", reply.usage.completion_tokens
+def _ask_http(client, request: dict) -> tuple[dict, int]:
+    reply = client.chat.completions.create(**request)
+    return reply.choices[0].message.model_dump(exclude_none=True), reply.usage.completion_tokens
 
 
 def _documents(tokenizer, count: int, tokens: int = 300) -> list[str]:
@@ -130,10 +157,15 @@ def write_outputs(report: dict, prefix: str) -> None:
     rows = [[r["transport"], r["clients"], f"{r['requests']}" + (f" ({len(r['errors'])} failed)" if r["errors"] else ""),
              f"{r['p50_seconds']:.2f}", f"{r['p95_seconds']:.2f}", f"{r['tokens_per_second']:.1f}",
              f"{r['hit_rate']:.0%}"] for r in report["runs"]]
-    text = (f"# Many conversations at once ({report['date']}, `{report['verifier']}` verifying, "
-            f"`{report['drafter']}` drafting, {report['threads']} torch threads)\n\n"
+    workload = report.get("workload", "chat")
+    each = ("a ~300-token document of its own in the first turn" if workload == "chat" else
+            "a tool-calling agent: a forced search call per step, its ~300-token result appended, an answer last "
+            "(every client's first request is the same, so one client's first call can continue another's set: "
+            "above (turns - 1) / turns with several clients)")
+    text = (f"# Many conversations at once, workload `{workload}` ({report['date']}, `{report['verifier']}` "
+            f"verifying, `{report['drafter']}` drafting, {report['threads']} torch threads)\n\n"
             f"Each client: one conversation of {report['turns']} turns, {report['max_tokens']} tokens per reply, "
-            "a ~300-token document of its own in the first turn. Latency per request; tokens/s of the whole run; "
+            f"{each}. Latency per request; tokens/s of the whole run; "
             "hit: calls served from their conversation's own cache set.\n\n"
             + markdown_table(["transport", "clients", "requests", "p50 s", "p95 s", "tokens/s", "hit"], rows))
     Path(prefix + ".md").write_text(text)

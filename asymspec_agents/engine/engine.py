@@ -12,7 +12,9 @@ import torch
 
 from ..errors import ConfigError, ContextTooLongError, InvalidInputError
 from ..errors import VocabularyMismatchError
-from ..models import check_shared_vocabulary, config_window, load_model, load_tokenizer, resolve_pair
+from ..models import (AUTO, DEFAULT_VERIFIER, DRAFTER_SETTINGS, check_shared_vocabulary, config_window, load_model,
+                      load_tokenizer, resolve_pair)
+from ..threads import configure_threads
 from .bridge import VocabularyBridge
 from .config import MODES, GenerationConfig
 from .constraints import TokenConstraint
@@ -59,14 +61,21 @@ class AsymSpecEngine:
     """
 
     def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",
-                 bridge_vocabularies: bool = True, kv_budget: int = DEFAULT_KV_BUDGET):
+                 bridge_vocabularies: bool = True, kv_budget: int = DEFAULT_KV_BUDGET, settings: dict | None = None):
         """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py).
+        `settings`: GenerationConfig fields this pair needs, used where a call leaves them unset (from_pretrained
+        gives a drafter's own, e.g. bundled-small's fused bonus token).
         `kv_budget`: bytes of keys and values the cache pool keeps between calls (default 4 GiB).
         `drafter_tokenizer`: the drafter's own tokenizer when it is not the verifier's; if the two vocabularies
         differ they are bridged (`bridge_vocabularies=False` refuses such a pair instead)."""
         if tokenizer is None:
             raise ConfigError("AsymSpecEngine needs the verifier's tokenizer: AsymSpecEngine(verifier, drafter, tokenizer).")
         self.verifier, self.drafter, self.tokenizer = verifier, drafter, tokenizer
+        self.settings = dict(settings or {})
+        try:
+            replace(GenerationConfig(), **self.settings)  # an invalid value raises its ConfigError here
+        except TypeError as exc:
+            raise ConfigError(f"settings names a field GenerationConfig does not have: {exc}.") from exc
         local = [m for m in (verifier, drafter) if m is not None and not is_remote(m)]
         self.drafter_tokenizer = drafter_tokenizer if drafter_tokenizer is not None else tokenizer
         # a served model's generation config is not visible here: a local one of its family stands in
@@ -95,19 +104,24 @@ class AsymSpecEngine:
         self.pool = CachePool(self._new_stream, kv_budget)
 
     @classmethod
-    def from_pretrained(cls, verifier: str = "bundled", drafter: str | None = None, *,
+    def from_pretrained(cls, verifier: str = DEFAULT_VERIFIER, drafter: str | None = AUTO, *,
                         dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
                         drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET,
-                        tokenizer: str | None = None) -> "AsymSpecEngine":
-        """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct) or "bundled-gemma"
-        (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py), verifier,
-        drafter or both (then no weights load here). `drafter=None` allows only `full`/`compressed`, except for a
-        pair name: `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a
-        vocabulary bridge.
+                        tokenizer: str | None = None, threads: int | None = None) -> "AsymSpecEngine":
+        """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct), "bundled-agent" (it,
+        tuned to act as an agent), "bundled-small" (its distilled 6-layer drafter) or "bundled-gemma" (Gemma-3-270M
+        base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py), verifier, drafter or both (then
+        no weights load here). The defaults are the default pair of every entry point: the bundled model verifying
+        for bundled-small. `drafter="auto"`: the verifier's matched drafter (bundled-small for the bundled models,
+        else the verifier's own weights); `drafter=None` allows only `full`/`compressed`. A pair name:
+        `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
 
         `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`).
         `tokenizer`: the pair's tokenizer (hub id or folder) when both models are on servers whose model folders
-        this machine cannot read; otherwise a local model's, or the served folder's, is used."""
+        this machine cannot read; otherwise a local model's, or the served folder's, is used.
+        `threads`: torch's CPU threads for this process (default: `OMP_NUM_THREADS`, else the cores the machine's
+        load leaves free; threads.py)."""
+        configure_threads(threads)
         verifier, drafter = resolve_pair(verifier, drafter)
         if is_url(verifier) or is_url(drafter):
             return cls._with_servers(verifier, drafter, dtype=dtype, device=device, kv_cache=kv_cache,
@@ -117,7 +131,7 @@ class AsymSpecEngine:
         if drafter is not None:
             drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device, adapter=drafter_adapter)
         return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer, kv_cache=kv_cache,
-                   kv_budget=kv_budget)
+                   kv_budget=kv_budget, settings=DRAFTER_SETTINGS.get(str(drafter)))
 
     @classmethod
     def _with_servers(cls, verifier, drafter, *, dtype, device, kv_cache, drafter_adapter, kv_budget,
@@ -137,10 +151,11 @@ class AsymSpecEngine:
                 tokenizer_ = models[role].tokenizer  # the first server's folder, when none was given
             else:
                 models[role] = local_model if name is not None else None
-        return cls(models["verifier"], models["drafter"], tokenizer_, kv_cache=kv_cache, kv_budget=kv_budget)
+        return cls(models["verifier"], models["drafter"], tokenizer_, kv_cache=kv_cache, kv_budget=kv_budget,
+                   settings=None if is_url(drafter) else DRAFTER_SETTINGS.get(str(drafter)))
 
     @classmethod
-    def shared(cls, verifier: str = "bundled", drafter: str | None = None, *,
+    def shared(cls, verifier: str = DEFAULT_VERIFIER, drafter: str | None = AUTO, *,
                dtype: torch.dtype = torch.float32, device: str = "cpu", kv_cache: str = "float32",
                kv_budget: int = DEFAULT_KV_BUDGET, tokenizer: str | None = None) -> "AsymSpecEngine":
         """One engine per (verifier, drafter, dtype, device, KV settings) in this process: chat models built with
@@ -172,8 +187,14 @@ class AsymSpecEngine:
                **overrides) -> Iterator[StreamChunk]:
         """Yield committed text as blocks are accepted; stop strings are never emitted, not even in part."""
         config = replace(config or GenerationConfig(), **overrides) if overrides else (config or GenerationConfig())
+        config = self.with_settings(config)
         prompts = self._prompts(full_ids, comp_ids, config)
         return self._stream(prompts, config, constraint)
+
+    def with_settings(self, config: GenerationConfig) -> GenerationConfig:
+        """`config` with this pair's settings (`self.settings`) where it leaves them unset: what a call decodes with."""
+        unset = {name: value for name, value in self.settings.items() if getattr(config, name) is None}
+        return replace(config, **unset) if unset else config
 
     def prefill(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None) -> None:
         """Read a prompt into every stream ahead of time (all but its last token), so that calls in any mode on

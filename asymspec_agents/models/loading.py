@@ -11,12 +11,14 @@ import shutil
 import tempfile
 import threading
 import warnings
+from contextlib import contextmanager
 from copy import deepcopy
 from pathlib import Path
 
 import torch
 
 from ..errors import ConfigError, ModelLoadError
+from ..threads import configure_threads
 from .students import SPEC_FILE
 
 BUNDLED = "bundled"  # SmolLM2-135M-Instruct, vocabulary 49152
@@ -33,6 +35,17 @@ STUDENTS = {"bundled-small": Path(__file__).parent / "drafters" / "bundled-small
 QUANTIZED = {"bundled-int8": BUNDLED}
 # Pair names: verifier and drafter in one word.
 PAIRS = {"bundled-hetero": (BUNDLED_GEMMA, BUNDLED)}
+# The default pair of every entry point (the engine, ChatAsymSpec, AsymSpecLLM, `asymspec generate` and `serve`):
+# the bundled model verifying for its distilled 6-layer drafter (drafter "auto"). Not yet bundled-agent: its
+# drafter was distilled from the untuned model, and on the demo's document the pair then answers as the Floor
+# does (acceptance 13%), until bundled-small is distilled again from it (docs/agents.md).
+DEFAULT_VERIFIER = BUNDLED
+AUTO = "auto"
+# "auto": the verifier's matched drafter; a verifier not named here drafts with its own weights (the identical pair)
+MATCHED_DRAFTERS = {BUNDLED: "bundled-small", "bundled-agent": "bundled-small"}
+# Settings a drafter needs, used where a call leaves them unset: with the paper's unfused bonus token
+# bundled-small breaks codes it read (README, the demo), so its bonus is fused.
+DRAFTER_SETTINGS = {"bundled-small": {"fuse_bonus": True}}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
 
 _loaded: dict[tuple, tuple] = {}
@@ -45,7 +58,9 @@ def load_model(source: str | os.PathLike, *, dtype: torch.dtype = torch.float32,
 
     `adapter`: a peft (LoRA) adapter folder, e.g. from `asymspec train-drafter`, merged into the weights.
     Models already loaded in this process with the same source, dtype, device and adapter are shared, not reloaded.
+    The first load chooses torch's thread count unless the caller did (threads.py).
     """
+    configure_threads()
     key = (str(source), dtype, device) + ((str(adapter),) if adapter is not None else ())
     with _load_lock:
         if key not in _loaded and str(source) in QUANTIZED:
@@ -100,14 +115,19 @@ def merge_adapter(model, adapter: str | os.PathLike, *, copy: bool = True):
     return PeftModel.from_pretrained(base, str(path)).merge_and_unload().eval()
 
 
-def resolve_pair(verifier: str | os.PathLike, drafter: str | os.PathLike | None) -> tuple:
-    """Expand a pair name (`"bundled-hetero"`) into (verifier, drafter); other names pass through."""
-    if str(verifier) not in PAIRS:
-        return verifier, drafter
-    pair = PAIRS[str(verifier)]
-    if drafter is not None and str(drafter) != pair[1]:
-        raise ConfigError(f"{verifier!r} names a verifier and its drafter ({pair[1]!r}) together; pass no other drafter.")
-    return pair
+def resolve_pair(verifier: str | os.PathLike = DEFAULT_VERIFIER, drafter: str | os.PathLike | None = AUTO) -> tuple:
+    """The (verifier, drafter) names to load: a pair name (`"bundled-hetero"`) expands into both; `drafter="auto"`
+    is the verifier's matched drafter (`bundled-small` for the bundled models, else the verifier's own weights);
+    `drafter=None` is no drafter. Other names pass through."""
+    if str(verifier) in PAIRS:
+        pair = PAIRS[str(verifier)]
+        if drafter not in (None, AUTO) and str(drafter) != pair[1]:
+            raise ConfigError(f"{verifier!r} names a verifier and its drafter ({pair[1]!r}) together; pass no other "
+                              "drafter.")
+        return pair
+    if drafter is not None and str(drafter) == AUTO:
+        return verifier, MATCHED_DRAFTERS.get(str(verifier), verifier)
+    return verifier, drafter
 
 
 def context_window(source: str | os.PathLike) -> int | None:
@@ -247,12 +267,26 @@ def _save_atomically(model, tokenizer, target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+@contextmanager
+def _without_progress_bars():
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _load_folder(folder: str, gguf_file: str | None, dtype: torch.dtype, device: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=dtype)
+        with _without_progress_bars():  # a load takes about a second: its bar is noise on every run
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=dtype)
     except OSError as exc:
         raise ModelLoadError(
             f"Could not load a model from {folder!r}: {exc}. Pass 'bundled', a local folder with config.json, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,8 +21,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from .. import arguments
 from ..aio import iterate_in_thread
 from ..chat import AsymSpecChat
+from ..context.tool_format import ParsedToolCall
 from ..engine import GenerationConfig
 from ..engine.remote import RemoteModelError, is_remote
 from ..errors import AsymSpecError, ContextTooLongError
@@ -29,6 +32,8 @@ from . import openai_format as wire
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 16
+LOG_LEVELS = ("debug", "info", "warning", "error")
+log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 
 
 def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: int = DEFAULT_MAX_QUEUE,
@@ -46,6 +51,15 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         executor.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="asymspec-agents", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def log_request(request: Request, call_next):
+        started = time.perf_counter()
+        response = await call_next(request)
+        if not getattr(request.state, "logs_itself", False):  # a reply logs itself once it is complete
+            log.info("%s %s %d %.2f s", request.method, request.url.path, response.status_code,
+                     time.perf_counter() - started)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -69,7 +83,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         return _model_card(model_name)
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: wire.ChatCompletionRequest):
+    async def chat_completions(body: wire.ChatCompletionRequest, request: Request):
         nonlocal admitted
         if body.model != model_name:
             return _unknown_model(body.model, model_name)
@@ -83,6 +97,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         except AsymSpecError as exc:
             return _client_error(exc)
         admitted += 1
+        started = time.perf_counter()
         request_id = wire.new_request_id()
         deltas = iterate_in_thread(lambda: chat.stream(**arguments))
         try:
@@ -94,15 +109,20 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
             admitted -= 1
             raise
 
+        request.state.logs_itself = True
+
         async def all_deltas() -> AsyncIterator:
             nonlocal admitted
+            reply = first.reply
             try:
                 yield first
                 async for delta in deltas:
+                    reply = delta.reply or reply
                     yield delta
             finally:
                 admitted -= 1
                 await deltas.aclose()
+                _log_reply(reply, body.stream, time.perf_counter() - started)
 
         if not body.stream:
             reply = None
@@ -127,10 +147,10 @@ async def _events(deltas: AsyncIterator, model: str, request_id: str, include_us
         async for delta in deltas:
             if delta.text:
                 yield _event(wire.chunk(model, request_id, {"content": delta.text}))
-            if delta.tool_call is not None and delta.tool_call.name:
+            if isinstance(delta.tool_call, ParsedToolCall):
                 yield _event(wire.chunk(model, request_id, wire.tool_call_delta(delta.tool_call, calls)))
                 calls += 1
-            elif delta.tool_call is not None:  # cut off before naming a tool: its text stays in the content
+            elif delta.tool_call is not None:  # a call cut off by max_tokens: its text stays in the content
                 yield _event(wire.chunk(model, request_id, {"content": delta.tool_call.raw}))
             if delta.reply is not None:
                 yield _event(wire.chunk(model, request_id, {}, delta.reply.finish_reason))
@@ -139,6 +159,18 @@ async def _events(deltas: AsyncIterator, model: str, request_id: str, include_us
     except Exception as exc:  # the status line is sent: report in the stream, as OpenAI's servers do
         yield _event(wire.error_body(f"Generation failed: {exc}", "server_error"))
     yield "data: [DONE]\n\n"
+
+
+def _log_reply(reply, stream: bool, seconds: float) -> None:
+    """The request's log line: tokens read by each view, tokens written, what the cache pool did, time."""
+    how = "stream" if stream else "json"
+    if reply is None:  # the client went away, or the decode failed (its error went to the client)
+        log.info("POST /v1/chat/completions %s ended early after %.2f s", how, seconds)
+        return
+    prefill = " ".join(f"{name} {s.prefill_tokens}" for name, s in reply.stats.streams.items())
+    log.info("POST /v1/chat/completions 200 %s prompt %d (full %d) completion %d %s cache %s prefill %s %.2f s",
+             how, reply.usage.input_tokens, reply.usage.full_input_tokens, reply.usage.output_tokens,
+             reply.finish_reason, reply.stats.cache, prefill, seconds)
 
 
 def _problem(error: dict) -> str:
@@ -177,18 +209,35 @@ def _model_card(name: str) -> dict:
 # -- command line ------------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli import _add_settings, _settings
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.max_queue < 1:
+        parser.error("--max-queue must be at least 1")
+    try:
+        chat, config = _build(args, arguments.settings(args))
+    except AsymSpecError as exc:
+        print(f"asymspec serve: error: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
 
+    logging.basicConfig(format="%(asctime)s asymspec serve: %(message)s", datefmt="%H:%M:%S",
+                        level=args.log_level.upper(), stream=sys.stderr)
+    app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config)
+    print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1 - {_describe(args, chat, config)}",
+          file=sys.stderr, flush=True)
+    # keep-alive longer than an agent's tool step: a client reusing a connection the server just closed fails
+    uvicorn.run(app, host=args.host, port=args.port, log_level="debug" if args.log_level == "debug" else "warning",
+                timeout_graceful_shutdown=10, timeout_keep_alive=60)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="asymspec serve", description="An OpenAI-compatible server over an "
                                      "AsymSpec pair: POST /v1/chat/completions, GET /v1/models, GET /health.")
-    parser.add_argument("--verifier", default="bundled",
-                        help="hub id, folder, .gguf file, 'bundled' (default), or a vLLM server's http://host:port/v1")
-    parser.add_argument("--drafter", help="same forms; default: the verifier's own weights")
-    parser.add_argument("--tokenizer", help="the pair's tokenizer (hub id or folder) when both models are on "
-                        "servers whose model folders this machine cannot read")
+    arguments.add_pair(parser)
     parser.add_argument("--model-name", default="asymspec", help="the name clients ask for (default: asymspec)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default: {DEFAULT_PORT})")
     parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
                         help=f"requests admitted at once, running or waiting; more get 503 (default {DEFAULT_MAX_QUEUE})")
     parser.add_argument("--kv-budget-gib", type=float, default=None,
@@ -198,31 +247,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compressor", action="append", default=[], metavar="KIND=NAME",
                         help="compressor of one text kind (head_tail, bm25, embedding, surprisal); repeatable")
     parser.add_argument("--keep-last-turns", type=int, default=None, help="turns kept whole in the verifier's view")
-    _add_settings(parser)
-    args = parser.parse_args(argv)
-    if args.max_queue < 1:
-        parser.error("--max-queue must be at least 1")
-    try:
-        chat, config = _build(args, _settings(args))
-    except AsymSpecError as exc:
-        print(f"asymspec serve: error: {exc}", file=sys.stderr)
-        return 2
-    import uvicorn
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS,
+                        help="info (default): one line per request; warning: errors only; debug: uvicorn's too")
+    arguments.add_settings(parser)
+    return parser
 
-    app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config)
-    print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
-    # keep-alive longer than an agent's tool step: a client reusing a connection the server just closed fails
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10,
-                timeout_keep_alive=60)
-    return 0
+
+def _describe(args: argparse.Namespace, chat: AsymSpecChat, config: GenerationConfig) -> str:
+    """The pair and how it decodes, for the start line: `verifier bundled-agent, drafter bundled-small, ...`."""
+    from ..models import resolve_pair
+
+    verifier, drafter = resolve_pair(args.verifier, arguments.drafter(args))
+    resolved = chat.engine.with_settings(config).resolved()
+    rule = (f", rule {resolved.acceptance}, bonus {'fused' if resolved.fuse_bonus else 'unfused'}"
+            if resolved.mode == "asymmetric" else "")
+    return f"verifier {verifier}, drafter {drafter or 'none'}, mode {resolved.mode}{rule}"
 
 
 def _build(args: argparse.Namespace, settings: dict) -> tuple[AsymSpecChat, GenerationConfig]:
     from ..context import CompressionPolicy
     from ..engine import AsymSpecEngine
     from ..errors import ConfigError
-    from ..models import PAIRS
-
     def pairs(items: list[str], what: str, cast) -> dict:
         out = {}
         for item in items:
@@ -239,10 +284,9 @@ def _build(args: argparse.Namespace, settings: dict) -> tuple[AsymSpecChat, Gene
                                compressors=pairs(args.compressor, "compressor", str),
                                keep_last_turns=args.keep_last_turns)
     config = GenerationConfig(**settings)
-    drafter = args.drafter or (None if args.verifier in PAIRS else args.verifier)
     budget = {} if args.kv_budget_gib is None else {"kv_budget": int(args.kv_budget_gib * (1 << 30))}
-    engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=drafter, tokenizer=args.tokenizer,
-                                            **budget)
+    engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=arguments.drafter(args),
+                                            tokenizer=args.tokenizer, threads=args.threads, **budget)
     return AsymSpecChat(engine, policy=policy, config=config), config
 
 

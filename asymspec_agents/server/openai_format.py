@@ -3,8 +3,9 @@
 Requests are checked field by field; everything the format allows and the pair cannot do (several choices,
 log-probabilities, images) is refused with a message instead of being ignored. Tool results name their tool by
 the id of the call they answer, as OpenAI's messages do. A reply's tool call that could not be parsed (cut off by
-`max_tokens`) goes out with its raw text as `arguments`, as OpenAI's would; sent back in a later request it is
-read as the text the model wrote.
+`max_tokens`) goes out as the text the model wrote, in the content: as a call, an agent (LangGraph's tool node)
+would answer it with an error result while its client drops the call itself from the history it sends back, and
+the next request would name a call that no message holds.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..chat import ChatReply
-from ..context.tool_format import TOOL_CALL_OPEN, InvalidToolCall, ParsedToolCall
+from ..context.tool_format import TOOL_CALL_OPEN, ParsedToolCall
 from ..engine import GenerationConfig
 from ..errors import ConfigError, InvalidInputError, InvalidMessageError
 
@@ -100,10 +101,10 @@ def to_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def completion(reply: ChatReply, model: str, request_id: str) -> dict[str, Any]:
     """The response body of a non-streamed completion."""
-    text = reply.text + "".join(call.raw for call in _fragments(reply))
-    message: dict[str, Any] = {"role": "assistant", "content": text or (None if _calls(reply) else "")}
-    if _calls(reply):
-        message["tool_calls"] = _calls(reply)
+    text = reply.text + "".join(call.raw for call in reply.invalid_tool_calls)
+    message: dict[str, Any] = {"role": "assistant", "content": text or (None if reply.tool_calls else "")}
+    if reply.tool_calls:
+        message["tool_calls"] = [_call(call) for call in reply.tool_calls]
     return {"id": request_id, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
             "usage": usage(reply), "asymspec": reply.summary()}
@@ -121,7 +122,7 @@ def chunk(model: str, request_id: str, delta: dict[str, Any] | None = None, fini
     return body
 
 
-def tool_call_delta(call: ParsedToolCall | InvalidToolCall, index: int) -> dict[str, Any]:
+def tool_call_delta(call: ParsedToolCall, index: int) -> dict[str, Any]:
     return {"tool_calls": [{"index": index, **_call(call)}]}
 
 
@@ -140,23 +141,9 @@ def new_request_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
-def _calls(reply: ChatReply) -> list[dict[str, Any]]:
-    """Valid calls, then invalid ones that name a tool, with their raw text as arguments (the client's parser
-    reports those)."""
-    return [_call(call) for call in [*reply.tool_calls, *reply.invalid_tool_calls] if call.name]
-
-
-def _fragments(reply: ChatReply) -> list[InvalidToolCall]:
-    """Calls cut off before naming a tool (the token budget ran out): their text stays in the content."""
-    return [call for call in reply.invalid_tool_calls if not call.name]
-
-
-def _call(call: ParsedToolCall | InvalidToolCall) -> dict[str, Any]:
-    if isinstance(call, ParsedToolCall):
-        name, arguments, call_id = call.name, json.dumps(call.arguments, ensure_ascii=False), call.id
-    else:
-        name, arguments, call_id = call.name or "", call.raw, "call_" + uuid.uuid4().hex[:24]
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+def _call(call: ParsedToolCall) -> dict[str, Any]:
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
 def _base_settings(base: GenerationConfig) -> dict[str, Any]:

@@ -34,12 +34,27 @@ def cli(*args, timeout=300):
 
 
 def test_generate_command_prints_text_and_stats_as_json():
-    run = cli("generate", "--prompt", "Name three primary colors.", "--max-new-tokens", "12", "--json")
+    run = cli("generate", "--prompt", "Name three primary colors.", "--max-new-tokens", "12", "--json",
+              "--drafter", "bundled")  # the identical pair: its drafts are the verifier's own
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout.strip().splitlines()[-1])
     assert data["text"] and data["stats"]["new_tokens"] == 12 or data["finish_reason"] == "stop"
     assert data["stats"]["mode"] == "asymmetric" and data["stats"]["acceptance_rate"] > 0.5
     assert set(data["stats"]["streams"]) == {"S_full", "S_comp", "V_comp"}
+
+
+def test_generate_with_a_passage_shows_the_default_pair_at_work(tmp_path):
+    """The default pair (bundled-small drafting) on a document the verifier reads compressed: δ carries what
+    compression dropped, and the drafter's forwards cost less than the verifier's."""
+    filler = " ".join(f"Section {i} of the facility notes lists routine upkeep of the building." for i in range(60))
+    (tmp_path / "notes.txt").write_text(filler + " The access code of the server room is 5969. " + filler)
+    run = cli("generate", "--passage", str(tmp_path / "notes.txt"), "--prompt", "What is the access code of the "
+              "server room?", "--max-new-tokens", "16", "--json")
+    assert run.returncode == 0, run.stderr
+    stats = json.loads(run.stdout.strip().splitlines()[-1])["stats"]
+    assert stats["prompt_tokens_full"] > 2 * stats["prompt_tokens_comp"]
+    assert 0 < stats["acceptance_rate"] < 1 and stats["delta_abs_mean"] > 0
+    assert stats["acceptance"] == "ratio"
 
 
 def test_generate_command_prints_a_stats_table():

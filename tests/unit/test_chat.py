@@ -63,9 +63,11 @@ def test_usage_counts_the_compressed_view_as_input(chat):
     assert reply.usage.input_tokens == reply.stats.prompt_tokens_comp == chat.count_tokens(history, [WEATHER])
 
 
-def test_tool_choice_none_renders_no_tools_and_parses_no_calls(chat):
+def test_tool_choice_none_keeps_the_tools_in_view_and_parses_no_calls(chat):
+    """As OpenAI's "none": the tools stay in the prompt (an agent's answering step then shares its calling steps'
+    views and caches) and the grammar refuses a call (test_grammar)."""
     reply = chat.reply(MESSAGES, tools=[WEATHER], tool_choice="none", max_new_tokens=10)
-    assert reply.tool_calls == [] and "get_weather" not in reply.views.comp_text
+    assert reply.tool_calls == [] and "get_weather" in reply.views.comp_text
 
 
 def test_forcing_a_tool_without_tools_is_an_input_error(chat):
@@ -82,6 +84,17 @@ def test_splitter_hides_markup_and_releases_each_call_once(chunk_size):
     deltas += splitter.finish()
     assert splitter.text == "Checking.\n"
     assert [d.tool_call.name for d in deltas if d.tool_call] == ["a", "b"]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 1000])
+def test_splitter_drops_a_call_repeated_word_for_word_and_counts_it(chunk_size):
+    call = '<tool_call>\n{{"name": "get_weather", "arguments": {{"city": "{}"}}}}\n</tool_call>\n'
+    text = call.format("Paris") + call.format("Paris") + call.format("Rome")
+    splitter = ToolCallSplitter()
+    deltas = [d for i in range(0, len(text), chunk_size) for d in splitter.push(text[i:i + chunk_size])]
+    deltas += splitter.finish()
+    assert [d.tool_call.arguments["city"] for d in deltas if d.tool_call] == ["Paris", "Rome"]
+    assert [c.arguments["city"] for c in splitter.calls] == ["Paris", "Rome"] and splitter.duplicates == 1
 
 
 def test_splitter_turns_a_cut_off_call_into_an_invalid_call_and_keeps_lone_brackets_as_text():

@@ -64,8 +64,16 @@ def test_parallel_false_admits_a_single_call(builder, tokenizer):
     assert not admits(builder.tool_calls(TOOLS, "required", parallel=False), tokenizer, WEATHER + "\n" + NO_ARGS)
 
 
-def test_choice_none_or_no_tools_means_no_grammar(builder):
-    assert builder.tool_calls(TOOLS, "none") is None
+@pytest.mark.parametrize("text, expected", [
+    ("Just an answer, x < y.", True),
+    ("Let me look.\n" + WEATHER, False),
+    ("<tool_call", True),  # only the whole tag is refused
+])
+def test_choice_none_admits_text_but_no_call(builder, tokenizer, text, expected):
+    assert admits(builder.tool_calls(TOOLS, "none"), tokenizer, text) is expected
+
+
+def test_no_tools_means_no_grammar(builder):
     assert builder.tool_calls([], "auto") is None
 
 

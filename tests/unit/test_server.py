@@ -157,3 +157,21 @@ def test_sampling_with_a_seed_repeats_and_another_seed_differs(client):
         return post(client, temperature=1.0, seed=seed, max_tokens=24).json()["choices"][0]["message"]["content"]
 
     assert sample(1) == sample(1) and len({sample(1), sample(2), sample(3)}) > 1
+
+
+def test_a_cut_off_call_goes_out_as_text_and_only_whole_calls_as_tool_calls():
+    """An agent answers every tool call it gets with a result; a call it cannot run (cut off by max_tokens) would
+    come back as a result for a call its client drops from the history, so it goes out as the text written."""
+    from asymspec_agents.chat import ChatReply, ToolCallSplitter, Usage
+    from asymspec_agents.engine import GenerationStats
+    from asymspec_agents.server import openai_format as wire
+
+    splitter = ToolCallSplitter()
+    whole, cut = '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n', '<tool_call>\n{"name": "a", "arg'
+    splitter.push(whole + cut)
+    splitter.finish()
+    reply = ChatReply(splitter.text, splitter.calls, splitter.invalid, "length", Usage(10, 5, 20),
+                      GenerationStats("asymmetric"), whole + cut)
+    message = wire.completion(reply, "asymspec", "id")["choices"][0]["message"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["a"]
+    assert message["content"].startswith('{"name": "a", "arg')

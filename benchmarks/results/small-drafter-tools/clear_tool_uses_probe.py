@@ -1,5 +1,5 @@
 """A fact in a tool output that LangChain's ClearToolUsesEdit cleared from the verifier's view: five systems, two
-phrasings of the question, with the shipped `bundled-small` (the README's "LangChain" section).
+phrasings of the question, with the shipped `bundled-small` (docs/langchain.md).
 
     python benchmarks/results/small-drafter-tools/clear_tool_uses_probe.py
 """

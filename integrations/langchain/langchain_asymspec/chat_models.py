@@ -32,7 +32,7 @@ from asymspec_agents.context import CompressionPolicy, DualViews
 from asymspec_agents.context.tools import check_tool_choice
 from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
-from asymspec_agents.models import context_window, resolve_pair
+from asymspec_agents.models import AUTO, DEFAULT_VERIFIER, context_window, resolve_pair
 
 from .messages import (final_chunk, text_chunk, to_core_messages, to_tool_choice, to_tool_specs, tool_call_chunk_of,
                        with_format_instruction, with_later_messages)
@@ -54,9 +54,10 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     """A drafter that reads the whole conversation and a verifier that reads a compressed memory of it, decoded
     with context-asymmetric speculative decoding, as a LangChain chat model.
 
-        llm = ChatAsymSpec.bundled(max_tokens=128)               # SmolLM2-135M-Instruct and its distilled drafter
+        llm = ChatAsymSpec(max_tokens=128)                      # the default pair: SmolLM2-135M and bundled-small
+        llm = ChatAsymSpec(verifier="bundled-agent")            # tuned to decide and call tools (docs/agents.md)
         llm = ChatAsymSpec(verifier="path/or/hub-id", drafter="small-one", mode="asymmetric", beta=1.0)
-        llm = ChatAsymSpec(engine=my_engine)                     # wrap an AsymSpecEngine already built
+        llm = ChatAsymSpec(engine=my_engine)                    # wrap an AsymSpecEngine already built
 
     Models load on the first call, once per (verifier, drafter) in the process (`AsymSpecEngine.shared`); every
     ChatAsymSpec on the same engine and compression policy shares one dual-view memory, so resending the whole
@@ -69,11 +70,13 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, extra="forbid")
 
-    verifier: str = "bundled"
-    """The verifier: a hub id, a local folder, a GGUF file, "bundled", or a vLLM server's "http://host:port/v1"."""
-    drafter: str | None = "bundled"
-    """The drafter (same family, or another one through the vocabulary bridge; a server's URL too); None allows
-    only modes "full" and "compressed"."""
+    verifier: str = DEFAULT_VERIFIER
+    """The verifier: a hub id, a local folder, a GGUF file, a bundled name ("bundled", the default: SmolLM2-135M-Instruct;
+    "bundled-agent": it tuned to decide and call tools), or a vLLM server's "http://host:port/v1"."""
+    drafter: str | None = AUTO
+    """The drafter (same family, or another one through the vocabulary bridge; a server's URL too). "auto": the
+    verifier's matched drafter (bundled-small for the bundled verifiers, else the verifier's own weights); None
+    allows only modes "full" and "compressed"."""
     tokenizer: str | None = None
     """The pair's tokenizer (hub id or folder), needed only when both models are on servers whose model folders
     this machine cannot read."""
@@ -117,13 +120,9 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
                 "tool_calling": True, "tool_choice": True, "tool_call_streaming": True, "structured_output": True}
 
     @classmethod
-    def bundled(cls, drafter: str = "bundled-small", **kwargs: Any) -> "ChatAsymSpec":
-        """The bundled SmolLM2-135M-Instruct verifying for its distilled 6-layer student `bundled-small`, which reads
-        long passages and tool outputs for the verifier at about half the Ceiling's FLOPs (README, "Set up").
-        The bonus token is fused (`fuse_bonus=True`): with the paper's unfused bonus this student breaks codes.
-        `drafter="bundled"` is the identical pair, whose AsymSpec equals the full-context Ceiling."""
-        kwargs.setdefault("fuse_bonus", True)
-        return cls(verifier="bundled", drafter=drafter, **kwargs)
+    def bundled(cls, **kwargs: Any) -> "ChatAsymSpec":
+        """The default pair, as `ChatAsymSpec(**kwargs)` gives it (kept for code written before it was the default)."""
+        return cls(**kwargs)
 
     # -----------------------------------------------------------------------------------------------------------
     # LangChain metadata
@@ -138,8 +137,8 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
             return self.model_name
         if self.engine is not None:
             return getattr(self.engine.verifier.config, "_name_or_path", None) or "asymspec-engine"
-        verifier = BUNDLED_NAME if self.verifier == "bundled" else self.verifier
-        drafter = BUNDLED_NAME if self.drafter == "bundled" else self.drafter
+        verifier, drafter = resolve_pair(self.verifier, self.drafter)
+        verifier, drafter = (BUNDLED_NAME if name == "bundled" else name for name in (verifier, drafter))
         return verifier if drafter in (None, verifier) else f"{verifier}+{drafter}"
 
     @property

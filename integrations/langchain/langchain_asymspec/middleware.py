@@ -1,7 +1,7 @@
 """AsymSpecMiddleware: the drafter reads the conversation before the agent's own context middleware, the verifier
 reads what that middleware keeps.
 
-    agent = create_agent(ChatAsymSpec.bundled(), tools, middleware=[
+    agent = create_agent(ChatAsymSpec(), tools, middleware=[
         AsymSpecMiddleware(),                                   # first: it sees the state before anything edits it
         SummarizationMiddleware(model=llm, trigger=("fraction", 0.5)),
         ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=2000)]),

@@ -1,5 +1,5 @@
 """A LangGraph `create_agent` on the tuned pair calls the user's own tool under the default tool choice and answers
-from its result: the README's "Agents that decide" snippet, as written there."""
+from its result: the snippet of docs/agents.md, "Use it"."""
 
 import pytest
 from langchain.agents import create_agent

@@ -37,13 +37,13 @@ def assert_speculation_stats_on_every_ai_message(messages):
         assert stats["decision_points_at_slot0"] == stats["decision_points"]
 
 
-def assert_tool_results_consumed(llm, messages, exact: bool = False):
+def assert_tool_results_consumed(llm, messages, tools, exact: bool = False):
     """Each tool result is in what the model read for its answer: whole in the full view, and compressed (or whole)
     in the compressed view. The answer step read at least that conversation (exactly it, when the graph adds no
     system prompt or instruction of its own)."""
     results = [m for m in messages if isinstance(m, ToolMessage)]
     last_ai = max(i for i, m in enumerate(messages) if isinstance(m, AIMessage))
-    views = llm.render_views(messages[:last_ai])  # the answer step binds no tools (tool_choice="none")
+    views = llm.render_views(messages[:last_ai], tools)  # tool_choice="none" keeps the tools in view
     for result in results:
         assert result.text.strip() and result.text.strip()[:40] in views.full_text
         assert f'<tool_response name="{result.name}"' in views.comp_text
@@ -63,7 +63,7 @@ async def test_create_agent_calls_two_tools_consumes_results_and_answers(llm, ag
     assert all(m.tool_calls[0]["name"] in {"search_python_docs", "calculator"} for m in messages[1:5:2])
     assert messages[-1].text.strip() and not messages[-1].tool_calls  # the final answer
     assert_speculation_stats_on_every_ai_message(messages)
-    assert_tool_results_consumed(llm, messages)
+    assert_tool_results_consumed(llm, messages, docs_tools)
     answer = messages[-1].response_metadata["asymspec"]
     assert answer["compressed_input_tokens"] < answer["full_input_tokens"]  # the verifier read compressed results
 
@@ -92,7 +92,7 @@ def test_create_react_agent_streams_the_same_tool_calls_in_messages_mode(llm, do
         merged = streamed[message.id]
         assert merged.text == message.text and merged.tool_calls == message.tool_calls
     assert_speculation_stats_on_every_ai_message(final)
-    assert_tool_results_consumed(llm, final, exact=True)
+    assert_tool_results_consumed(llm, final, docs_tools, exact=True)
 
 
 def test_state_graph_thread_resumes_in_a_new_process_with_the_same_dual_view_memory(llm, docs_tools, tmp_path):

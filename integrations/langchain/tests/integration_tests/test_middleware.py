@@ -136,7 +136,7 @@ def cleared_handbook_agent(llm, example, question: str, *inner):
 def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafters_view(agent_example):
     """Identical pair, fused rule, β = 1: AsymSpec equals the verifier on the full view (docs/design.md §5.2), so
     the fact in the cleared tool output is answered exactly as the full-context model answers it."""
-    fused = ChatAsymSpec.bundled(drafter="bundled", max_tokens=32, acceptance="fused")
+    fused = ChatAsymSpec(drafter="bundled", max_tokens=32, acceptance="fused")
     recorder = Recorder()
     agent = cleared_handbook_agent(fused, agent_example, "Now answer: what is the access code?", recorder)
     messages = agent.invoke({"messages": [HumanMessage(HANDBOOK_REQUEST)]})["messages"]
@@ -145,17 +145,18 @@ def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafte
     tool_results = [m for m in final["messages"] if isinstance(m, ToolMessage)]
     assert tool_results and all("5969" not in m.text for m in tool_results)  # the verifier's copy was cleared
     assert any("5969" in m.text for m in final["full"] if isinstance(m, ToolMessage))  # the drafter's was not
-    # the verifier alone on the drafter's view of the same call (tool_choice "none": no tools block)
-    ceiling = ChatAsymSpec(verifier="bundled", max_tokens=32, mode="full").invoke(with_later_messages(final["full"], final["messages"]))
+    # the verifier alone on the drafter's view of the same call (tool_choice "none": the tools shown, no call)
+    ceiling = ChatAsymSpec(verifier="bundled", max_tokens=32, mode="full").bind_tools(
+        [read_handbook], tool_choice="none").invoke(with_later_messages(final["full"], final["messages"]))
     assert messages[-1].content == ceiling.content
 
 
 def test_with_the_distilled_drafter_the_cleared_fact_is_recovered_and_the_verifier_alone_misses_it(agent_example):
-    """Measured with `bundled-small` (the paper's rule with the bonus fused, as `ChatAsymSpec.bundled()` sets it)
+    """Measured with `bundled-small` (the paper's rule with the bonus fused, as the default pair runs it)
     on two phrasings of the question: the pair answers 5969 from the drafter's uncleared view on the second (on
     the first it answers "a password"); the verifier alone on the cleared view answers neither."""
     def answer(question, **settings):
-        agent = cleared_handbook_agent(ChatAsymSpec.bundled(max_tokens=32, **settings), agent_example, question)
+        agent = cleared_handbook_agent(ChatAsymSpec(max_tokens=32, **settings), agent_example, question)
         return agent.invoke({"messages": [HumanMessage(HANDBOOK_REQUEST)]})["messages"][-1].content
 
     questions = ("Now answer: what is the access code?", "What is the access code of the server room? Give the code.")

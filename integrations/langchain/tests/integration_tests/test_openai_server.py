@@ -1,9 +1,12 @@
 """LangChain's stock ChatOpenAI against a real `asymspec serve` process on 127.0.0.1 (bundled pair)."""
 
+import re
+
 import pytest
 
 pytest.importorskip("langchain_openai")
-from langchain_core.messages import AIMessageChunk, HumanMessage  # noqa: E402
+from langchain.agents import create_agent  # noqa: E402
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
@@ -18,12 +21,46 @@ def get_weather(city: str) -> str:
     return f"Sunny in {city}."
 
 
+@tool
+def lookup_population(country: str) -> str:
+    """Look up the population of a country."""
+    return {"Kenya": "55.1 million", "Chile": "19.6 million"}.get(country, "unknown")
+
+
 @pytest.fixture(scope="module")
-def llm():
+def server():
     with ServerProcess(["--max-new-tokens", "48"]) as server:
-        yield ChatOpenAI(base_url=server.base_url, api_key="unused", model="asymspec", temperature=0,
-                         stream_usage=True, max_retries=0, timeout=120)
+        yield server
     assert server.returncode == 0, server.log()
+
+
+@pytest.fixture(scope="module")
+def llm(server):
+    return ChatOpenAI(base_url=server.base_url, api_key="unused", model="asymspec", temperature=0,
+                      stream_usage=True, max_retries=0, timeout=120)
+
+
+def test_a_tool_agents_next_step_continues_its_cache_and_reads_only_the_new_tokens():
+    """The agent's second model call resends the first call's prompt, the tool call as ChatOpenAI returns it and the
+    tool result: the server's log line for it says its conversation's cache continued and that the verifier read
+    only what is new (the tool-call turn and the result), nothing of the first prompt again. (The verifier tuned
+    to decide, bundled-agent: the default one never calls a tool under the default tool choice.)"""
+    with ServerProcess(["--verifier", "bundled-agent", "--max-new-tokens", "48"]) as server:
+        llm = ChatOpenAI(base_url=server.base_url, api_key="unused", model="asymspec", temperature=0, max_retries=0,
+                         timeout=120)
+        messages = create_agent(llm, [lookup_population]).invoke(
+            {"messages": [("user", "What is the population of Kenya?")]}, {"recursion_limit": 6})["messages"]
+    first, second = [m for m in messages if isinstance(m, AIMessage)]
+    assert [c["name"] for c in first.tool_calls] == ["lookup_population"] and "55.1 million" in second.content
+    lines = request_lines(server.log())
+    assert len(lines) == 2 and "cache continued" in lines[1], lines
+    new_tokens = (second.usage_metadata["input_tokens"] - first.usage_metadata["input_tokens"]
+                  - first.usage_metadata["output_tokens"])
+    assert int(re.search(r"V_comp (\d+)", lines[1]).group(1)) == new_tokens, lines
+
+
+def request_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "POST /v1/chat/completions 200" in line]
 
 
 def test_chat_openai_gets_tool_calls_and_usage(llm):

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from asymspec_agents import AsymSpecEngine
 from asymspec_agents.errors import InvalidInputError
+from asymspec_agents.models import resolve_pair
 from asymspec_agents.testing import tiny_random_pair
 from langchain_asymspec import ChatAsymSpec
 from asymspec_agents.aio import iterate_in_thread
@@ -58,10 +59,12 @@ def test_construction_loads_nothing_and_validates_settings():
         ChatAsymSpec(gamma=2.0)
     with pytest.raises(ValueError, match="max_tokn"):
         ChatAsymSpec(max_tokn=3)  # a misspelt setting is an error, not silently dropped
-    small = ChatAsymSpec.bundled()
-    assert (small.verifier, small.drafter, small.fuse_bonus) == ("bundled", "bundled-small", True)
-    assert small._core is None
-    assert ChatAsymSpec.bundled(drafter="bundled", fuse_bonus=False).fuse_bonus is False
+    default = ChatAsymSpec()  # the default pair: the bundled verifier, its matched drafter (names only: no load)
+    assert resolve_pair(default.verifier, default.drafter) == ("bundled", "bundled-small") and default._core is None
+    assert default.resolved_model_name == "SmolLM2-135M-Instruct+bundled-small"
+    assert ChatAsymSpec.bundled(fuse_bonus=False).fuse_bonus is False
+    assert resolve_pair("bundled-agent", "auto") == ("bundled-agent", "bundled-small")
+    assert resolve_pair("some/hub-model", "auto") == ("some/hub-model", "some/hub-model")  # the identical pair
 
 
 def test_forced_tool_call_is_the_same_from_invoke_and_stream(llm):
@@ -88,10 +91,11 @@ def test_a_call_cut_off_by_max_tokens_lands_in_invalid_tool_calls(llm):
         assert message.invalid_tool_calls[0]["args"].startswith("not valid JSON")
 
 
-def test_tool_choice_none_shows_no_tools_and_makes_no_calls(llm):
+def test_tool_choice_none_keeps_the_tools_in_view_and_makes_no_calls(llm):
     message = llm.bind_tools([get_weather], tool_choice="none").invoke(QUESTION)
-    assert message.tool_calls == [] and message.invalid_tool_calls == []
-    assert message.usage_metadata["input_tokens"] == llm.get_num_tokens_from_messages(QUESTION)  # no tools block
+    assert message.tool_calls == [] and message.invalid_tool_calls == [] and "<tool_call>" not in message.content
+    # the tools block stays (as with OpenAI's "none"): the conversation's other steps share this prompt's cache
+    assert message.usage_metadata["input_tokens"] == llm.get_num_tokens_from_messages(QUESTION, tools=[get_weather])
 
 
 def test_tool_choice_naming_an_unbound_tool_is_an_input_error(llm):

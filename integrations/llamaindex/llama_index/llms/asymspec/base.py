@@ -38,6 +38,7 @@ from asymspec_agents.context.messages import with_later_messages
 from asymspec_agents.context.tool_format import ParsedToolCall
 from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
+from asymspec_agents.models import AUTO, DEFAULT_VERIFIER, resolve_pair
 
 from .messages import assistant_message, to_chat_response, to_core_messages, to_tool_spec, tool_kwargs
 
@@ -53,7 +54,7 @@ CHAT_OPTIONS = {"tools", "tool_choice", "parallel_tool_calls", "response_schema"
 class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
     """A drafter reads the whole conversation, a verifier a compressed memory of it; AsymSpec decoding joins them.
 
-        llm = AsymSpecLLM(verifier="bundled", drafter="bundled", max_new_tokens=256)
+        llm = AsymSpecLLM(max_new_tokens=256)        # the default pair: SmolLM2-135M verifying for bundled-small
         agent = FunctionAgent(tools=[...], llm=llm)
 
     `engine=` takes an already built `AsymSpecEngine` instead of names (one engine per model pair per process:
@@ -63,10 +64,12 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
     `messages`), and `with_full_history(memory)` does so from an agent's `Memory` on every call.
     """
 
-    verifier: str = Field(default="bundled", description="Verifier: hub id, local folder, .gguf file, 'bundled', "
-                          "or a vLLM server's 'http://host:port/v1'.")
-    drafter: Optional[str] = Field(default="bundled", description="Drafter: same forms as the verifier (another "
-                                   "family is bridged); None allows only modes full and compressed.")
+    verifier: str = Field(default=DEFAULT_VERIFIER, description="Verifier: hub id, local folder, .gguf file, a "
+                          "bundled name ('bundled', the default; 'bundled-agent': it tuned to call tools), or a vLLM "
+                          "server's 'http://host:port/v1'.")
+    drafter: Optional[str] = Field(default=AUTO, description="Drafter: same forms as the verifier (another family is "
+                                   "bridged); 'auto': the verifier's matched drafter (bundled-small for the bundled "
+                                   "verifiers, else its own weights); None allows only modes full and compressed.")
     tokenizer: Optional[str] = Field(default=None, description="The pair's tokenizer (hub id or folder), needed only "
                                      "when both models are on servers whose folders this machine cannot read.")
     model_name: Optional[str] = Field(default=None, description="Name in metadata; default 'asymspec:<verifier>+<drafter>'.")
@@ -91,8 +94,9 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
 
     @property
     def metadata(self) -> LLMMetadata:
+        pair = [str(name) for name in resolve_pair(self.verifier, self.drafter) if name is not None]
         return LLMMetadata(context_window=self._chat.engine.context_window, num_output=self.max_new_tokens,
-                           model_name=self.model_name or f"asymspec:{self.verifier}+{self.drafter}", is_chat_model=True,
+                           model_name=self.model_name or "asymspec:" + "+".join(pair), is_chat_model=True,
                            is_function_calling_model=True)
 
     @property
