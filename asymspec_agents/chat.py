@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,11 @@ from .context.tool_format import (TOOL_CALL_CLOSE, TOOL_CALL_OPEN, InvalidToolCa
 from .engine import AsymSpecEngine, GenerationConfig, GenerationStats
 from .engine.remote import is_remote
 from .errors import InvalidInputError
+
+
+class WindowWarning(UserWarning):
+    """A conversation no longer fits the models' window and its views drop old turns (shown once per process by
+    Python's default warning filter; the numbers per reply are in its summary)."""
 
 
 @dataclass
@@ -63,6 +69,9 @@ class ChatReply:
             "full_input_tokens": self.usage.full_input_tokens,
             "compressed_input_tokens": self.usage.input_tokens,
             "duplicate_tool_calls": self.duplicate_tool_calls,
+            # old turns dropped to fit the models' window (DualContext.fit_window): the drafter's and the verifier's
+            "full_view_truncated_tokens": self.views.truncated.get("full", 0) if self.views else 0,
+            "comp_view_truncated_tokens": self.views.truncated.get("comp", 0) if self.views else 0,
             "cache": stats.cache,  # "continued": this conversation's cached prefix served the call
             "prefilled_tokens": {name: s.prefill_tokens for name, s in stats.streams.items()},  # read afresh
             "verifier_flops": stats.flops("verifier"),
@@ -136,12 +145,18 @@ class AsymSpecChat:
         # tool_choice="none" keeps the tools in the prompt (its grammar forbids a call): the views stay those of
         # the conversation's other steps, whose caches this call then continues
         render_tools = specs if tool_format == "hermes" else []
-        if full_messages is not None:
-            views = self.context.render_pair(full_messages, messages, tools=render_tools or None, query=query)
-        else:
-            views = self.context.render(messages, tools=render_tools or None, query=query)
-        constraint = self._constraint(specs, tool_choice, parallel_tool_calls, response_schema, tool_format)
         config = replace(config or self.config, **overrides) if overrides else (config or self.config)
+        window = self._window(config)
+        if full_messages is not None:
+            views = self.context.render_pair(full_messages, messages, tools=render_tools or None, query=query,
+                                             window=window)
+        else:
+            views = self.context.render(messages, tools=render_tools or None, query=query, window=window)
+        if views.truncated:
+            warnings.warn(WindowWarning("The conversation has outgrown the models' window: views now drop their "
+                                        "oldest turns (each reply's full_view_truncated_tokens and "
+                                        "comp_view_truncated_tokens say how many tokens)."), stacklevel=2)
+        constraint = self._constraint(specs, tool_choice, parallel_tool_calls, response_schema, tool_format)
         config = with_turn_stops(config, self.context.format)
         splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)
         raw, token_ids = [], []
@@ -154,6 +169,12 @@ class AsymSpecChat:
                 for delta in splitter.finish():
                     yield delta
                 yield ChatDelta(reply=self._reply("".join(raw), token_ids, chunk, views, splitter))
+
+    def _window(self, config: GenerationConfig) -> int:
+        """The most prompt tokens a view may hold: the models' window less room for the reply (at most a
+        quarter of the window, so a long max_new_tokens does not cut the conversation short)."""
+        window = self.engine.context_window
+        return window - min(config.max_new_tokens, window // 4)
 
     def count_tokens(self, messages, tools=None) -> int:
         """Tokens the verifier reads for this conversation (the compressed view)."""

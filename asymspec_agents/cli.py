@@ -21,6 +21,8 @@ BENCHMARKS = {
     "decisions": ("decisions", "decision-point scheduling on and off"),
     "drafters": ("drafters", "a drafter's cost per token against its verifier"),
     "serve": ("serve", "latency and throughput of many clients, in process and over HTTP"),
+    "niah": ("niah", "needle in a haystack on Paul Graham's essays, heatmaps"),
+    "soak": ("soak", "minutes of clients, cancellations and bad requests; memory"),
     "remote": ("remote", "models on vLLM servers vs in process (make vllm-venv)"),
     "bfcl": ("bfcl", "tool calling on BFCL's items and AST checker (bfcl-eval)"),
 }

@@ -13,6 +13,10 @@ it. Two settings trade that away on purpose, for a shorter or more exact compres
   compressed, so a turn's compressed form changes once, when it ages out of the window;
 - `total_budget=T`: while the full view has at most T tokens, the compressed view equals the full view; the step
   that crosses T switches to compression.
+
+Past the models' window (`DualContext.render(window=...)`, which AsymSpecChat passes) a view keeps its first turns
+(system prompt, tools, the first request) and its latest turns, dropping whole turns oldest first a quarter window at a time, so
+the cut moves rarely and what follows it stays cached between moves; `on_overflow="error"` raises instead.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ TEXT_KINDS = ("user", "assistant", "tool_result", "passage")
 KINDS = TEXT_KINDS + ("tools", "image")
 MIN_BUDGET = 16  # below this a marker or gap alone would not fit
 
+OVERFLOW = ("truncate", "error")
 DEFAULT_BUDGETS: dict[str, int | None] = {"user": None, "assistant": None, "tool_result": 256, "passage": 128, "tools": None}
 DEFAULT_COMPRESSORS: dict[str, str] = {"user": "head_tail", "assistant": "head_tail", "tool_result": "bm25", "passage": "bm25"}
 
@@ -44,6 +49,9 @@ class CompressionPolicy:
     keep_last_turns: int | None = None
     old_turn_budget: int = 128  # assistant text in turns older than the window, when its own budget is None
     total_budget: int | None = None
+    # past the models' window: "truncate" drops the oldest turns of a view (AsymSpecChat; render's `window`),
+    # "error" raises ContextTooLongError instead
+    on_overflow: str = "truncate"
 
     def __post_init__(self):
         for mapping, allowed, what in ((self.budgets, KINDS, "budgets"), (self.compressors, TEXT_KINDS, "compressors")):
@@ -57,6 +65,8 @@ class CompressionPolicy:
         _check_budget("old_turn_budget", self.old_turn_budget)
         if self.total_budget is not None and (not isinstance(self.total_budget, int) or self.total_budget < 1):
             raise ConfigError(f"total_budget must be a positive int or None, got {self.total_budget!r}.")
+        if self.on_overflow not in OVERFLOW:
+            raise ConfigError(f"on_overflow must be one of {', '.join(OVERFLOW)}, got {self.on_overflow!r}.")
         if self.keep_last_turns is not None and (not isinstance(self.keep_last_turns, int) or self.keep_last_turns < 0):
             raise ConfigError(f"keep_last_turns must be a non-negative int or None, got {self.keep_last_turns!r}.")
         for kind, spec in self.compressors.items():

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..errors import ContextTooLongError
 from .cache import LRUCache, content_key
 from .chat_format import chat_format
 from .compressors import drafter_surprisal
@@ -47,6 +48,7 @@ class DualViews:
     report: CompressionReport
     images: list[ImageItem] = field(default_factory=list)  # images the full view refers to, in order
     append_stable: bool = True  # False only for chat templates that re-render earlier turns (see chat_format)
+    truncated: dict[str, int] = field(default_factory=dict)  # view -> tokens of old turns dropped to fit the window
 
 
 class DualContext:
@@ -69,10 +71,12 @@ class DualContext:
         self.cache = LRUCache(cache_size)  # compressions, tools blocks and captions, by content hash
         self._arrivals = LRUCache(cache_size)  # item -> the explicit query current when it first arrived
 
-    def render(self, messages, tools=None, query: str | None = None, *, add_generation_prompt: bool = True) -> DualViews:
+    def render(self, messages, tools=None, query: str | None = None, *, add_generation_prompt: bool = True,
+               window: int | None = None) -> DualViews:
         """Both views of `messages` (message objects or role dicts) with `tools` (ToolSpecs or dicts).
 
         `query`: what query-aware compressors select for, for items arriving at this step (see module doc).
+        `window`: the most tokens a view may hold; a longer one keeps its first and latest turns (`fit_window`).
         Raises `InvalidMessageError` / `InvalidToolSchemaError` on malformed input.
         """
         specs = validate_tools(tools)
@@ -85,27 +89,68 @@ class DualContext:
             comp_turns.append((role, "".join(self._comp(part, report, fits) for part in parts)))
         comp_segments = full_segments if fits else self.format.segments(comp_turns)
         comp_ids = full_ids if fits else self._ids(comp_segments, prompt)
+        truncated, head = {}, _head(turns)
+        if window is not None and len(full_ids) > window:
+            full_segments, truncated["full"] = self.fit_window(full_segments, prompt, window, "full", head)
+            full_ids = self._ids(full_segments, prompt)
+        if window is not None and len(comp_ids) > window:
+            comp_segments, truncated["comp"] = self.fit_window(comp_segments, prompt, window, "compressed", head)
+            comp_ids = self._ids(comp_segments, prompt)
 
         report.full_tokens, report.comp_tokens = len(full_ids), len(comp_ids)
         report.full_cl100k = self._cl100k(full_segments, prompt)
         report.comp_cl100k = self._cl100k(comp_segments, prompt)
         images = [part.image for _, parts in turns for part in parts if isinstance(part, _Item) and part.image]
         return DualViews(full_ids, comp_ids, "".join(full_segments) + prompt, "".join(comp_segments) + prompt,
-                         report, images, self.format.append_stable)
+                         report, images, self.format.append_stable, truncated)
 
-    def render_pair(self, full_messages, comp_messages, tools=None, query: str | None = None) -> DualViews:
+    def fit_window(self, segments: list[str], prompt: str, window: int, view: str,
+                   head: int = 1) -> tuple[list[str], int]:
+        """The turns of a view that fit `window` tokens with the generation prompt, and the tokens dropped: the
+        first `head` turns (system prompt and tools, the first request) and the latest turns stay; whole turns
+        go, oldest first, in steps of a quarter window, so that the cut stays put while the conversation grows
+        by less than a step (the turns after it keep their cached keys and values) and moves rarely."""
+        if self.policy.on_overflow == "error":
+            raise ContextTooLongError(f"The {view} view has more than {window} tokens, the most the models' window "
+                                      "leaves it; compress harder, drop old turns, or use on_overflow='truncate'.")
+        sizes = [len(self.tokens.encode(segment)) for segment in segments]
+        total = sum(sizes) + len(self.tokens.encode(prompt))
+        step = max(1, window // 4)
+        target = -(-(total - window) // step) * step  # the excess, rounded up to whole steps
+        head = min(head, len(segments) - 1)
+        cut, dropped = head, 0
+        while dropped < target and cut < len(segments) - 1:  # the latest turn always stays
+            dropped += sizes[cut]
+            cut += 1
+        if total - dropped > window:
+            raise ContextTooLongError(
+                f"The {view} view's first request and latest turn alone have {total - dropped} tokens, more than "
+                f"the {window} the models' window leaves them; shorten the system prompt, the tools, the first "
+                "request or the last message.")
+        return [*segments[:head], *segments[cut:]], dropped
+
+    def render_pair(self, full_messages, comp_messages, tools=None, query: str | None = None, *,
+                    window: int | None = None) -> DualViews:
         """Two conversations as the two views: the drafter reads `full_messages` (the conversation before the
         caller's own compression, e.g. a framework's context middleware), the verifier `comp_messages` (after
-        it). Both are rendered whole: the caller's compression replaces this memory's policy."""
+        it). Both are rendered whole: the caller's compression replaces this memory's policy. `window` as in
+        `render`."""
         specs = validate_tools(tools)
         turns, full_segments, prompt, full_ids = self._whole(full_messages, specs, query, True)
         _, comp_segments, comp_prompt, comp_ids = self._whole(comp_messages, specs, query, True)
+        truncated, head = {}, _head(turns)
+        if window is not None and len(full_ids) > window:
+            full_segments, truncated["full"] = self.fit_window(full_segments, prompt, window, "full", head)
+            full_ids = self._ids(full_segments, prompt)
+        if window is not None and len(comp_ids) > window:  # the caller's own conversation: its first turn stays
+            comp_segments, truncated["comp"] = self.fit_window(comp_segments, comp_prompt, window, "compressed")
+            comp_ids = self._ids(comp_segments, comp_prompt)
         report = CompressionReport(full_tokens=len(full_ids), comp_tokens=len(comp_ids), cl100k_note=self.cl100k.note,
                                    full_cl100k=self._cl100k(full_segments, prompt),
                                    comp_cl100k=self._cl100k(comp_segments, comp_prompt))
         images = [part.image for _, parts in turns for part in parts if isinstance(part, _Item) and part.image]
         return DualViews(full_ids, comp_ids, "".join(full_segments) + prompt, "".join(comp_segments) + comp_prompt,
-                         report, images, self.format.append_stable)
+                         report, images, self.format.append_stable, truncated)
 
     def _whole(self, messages, specs: list[ToolSpec], query: str | None, add_generation_prompt: bool):
         """(turns, segments, generation prompt, token ids) of a conversation's full view."""
@@ -247,6 +292,12 @@ class _Item:
     comp_text: str | None = None  # images: the caption text, fixed
     image: ImageItem | None = None
     specs: list[ToolSpec] | None = None  # the tools block: its specs
+
+
+def _head(turns: list[tuple[str, list]]) -> int:
+    """Leading turns a cut keeps: through the first user turn (the system prompt, the tools and the request)."""
+    roles = [role for role, _ in turns]
+    return roles.index("user") + 1 if "user" in roles else 1
 
 
 def _full(part) -> str:

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -32,6 +33,7 @@ from . import openai_format as wire
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 16
+DRAIN_SECONDS = 60  # how long a stopping server lets the replies in progress finish (a CPU reply can take 30 s)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 
@@ -51,6 +53,16 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         executor.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="asymspec-agents", lifespan=lifespan)
+    fastapi_openapi = app.openapi
+
+    def openapi() -> dict:
+        """FastAPI's OpenAPI document, naming the one model this server answers to (clients and fuzzers read it)."""
+        if app.openapi_schema is None:
+            request = fastapi_openapi()["components"]["schemas"]["ChatCompletionRequest"]
+            request["properties"]["model"]["enum"] = [model_name]
+        return app.openapi_schema
+
+    app.openapi = openapi
 
     @app.middleware("http")
     async def log_request(request: Request, call_next):
@@ -225,10 +237,17 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config)
     print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1 - {_describe(args, chat, config)}",
           file=sys.stderr, flush=True)
-    # keep-alive longer than an agent's tool step: a client reusing a connection the server just closed fails
+    # keep-alive longer than an agent's tool step: a client reusing a connection the server just closed fails.
+    # SIGTERM or Ctrl-C: new connections are refused, replies in progress get up to DRAIN_SECONDS to finish
+    # uvicorn drains, then raises the signal again for the handler it found: a SIGTERM then ends with status 0
+    signal.signal(signal.SIGTERM, _exit_drained)
     uvicorn.run(app, host=args.host, port=args.port, log_level="debug" if args.log_level == "debug" else "warning",
-                timeout_graceful_shutdown=10, timeout_keep_alive=60)
+                timeout_graceful_shutdown=DRAIN_SECONDS, timeout_keep_alive=60)
     return 0
+
+
+def _exit_drained(signum, frame) -> None:
+    raise SystemExit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,16 +14,63 @@ import json
 import time
 import uuid
 from dataclasses import fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..chat import ChatReply
 from ..context.tool_format import TOOL_CALL_OPEN, ParsedToolCall
 from ..engine import GenerationConfig
+from ..engine.config import CHOICES, setting_fields
 from ..errors import ConfigError, InvalidInputError, InvalidMessageError
 
 SETTING_NAMES = {f.name for f in fields(GenerationConfig)} - {"decisions", "stop", "max_new_tokens"}
+
+
+# What messages and tools look like, for the OpenAPI document (clients and fuzzers read it); the body is checked
+# by `to_messages` and the core's validation, whose errors say what to change.
+_TEXT = {"type": "string"}
+_TOOL_CALL = {"type": "object", "required": ["id", "type", "function"], "properties": {
+    "id": {"type": "string"}, "type": {"const": "function"},
+    "function": {"type": "object", "required": ["name", "arguments"],
+                 "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}}}}}
+MESSAGE_SCHEMA = {"oneOf": [
+    {"type": "object", "required": ["role", "content"],
+     "properties": {"role": {"enum": ["system", "developer", "user"]}, "content": _TEXT}},
+    {"type": "object", "required": ["role"], "properties": {
+        "role": {"const": "assistant"}, "content": {"anyOf": [_TEXT, {"type": "null"}]},
+        "tool_calls": {"type": "array", "items": _TOOL_CALL}}},
+    {"type": "object", "required": ["role", "tool_call_id", "content"],
+     "properties": {"role": {"const": "tool"}, "tool_call_id": {"type": "string"}, "content": _TEXT}}]}
+TOOL_CHOICE_SCHEMA = {"anyOf": [
+    {"enum": ["none", "auto", "required"]},
+    {"type": "object", "required": ["type", "function"], "properties": {
+        "type": {"const": "function"},
+        "function": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}},
+    {"type": "null"}]}
+RESPONSE_FORMAT_SCHEMA = {"anyOf": [
+    {"type": "object", "required": ["type"], "properties": {"type": {"enum": ["text", "json_object"]}}},
+    {"type": "object", "required": ["type", "json_schema"], "properties": {
+        "type": {"const": "json_schema"},
+        "json_schema": {"type": "object", "required": ["name", "schema"],
+                        "properties": {"name": {"type": "string"}, "schema": {"type": "object"}}}}},
+    {"type": "null"}]}
+TOOL_SCHEMA = {"type": "object", "required": ["type", "function"], "properties": {
+    "type": {"const": "function"},
+    "function": {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string"}, "description": {"type": "string"}, "parameters": {"type": "object"}}}}}
+
+
+def _settings_schema() -> dict:
+    """The `asymspec` extension: GenerationConfig's settings, each with its type, its choices and its help."""
+    json_types = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    properties = {}
+    for name, (kind, _, _, help_text) in setting_fields(exclude=("decisions", "stop", "max_new_tokens")).items():
+        base = next((t for t in get_args(kind) if t is not type(None)), kind)
+        schema = {"enum": list(CHOICES[name])} if name in CHOICES else {"type": json_types[base]}
+        properties[name] = {**schema, "description": help_text}
+    return {"anyOf": [{"type": "object", "properties": properties, "additionalProperties": False},
+                      {"type": "null"}]}
 
 
 class ChatCompletionRequest(BaseModel):
@@ -32,22 +79,24 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str
-    messages: list[dict[str, Any]] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1, json_schema_extra={"items": MESSAGE_SCHEMA})
+    tools: list[dict[str, Any]] | None = Field(default=None, json_schema_extra={
+        "anyOf": [{"type": "array", "items": TOOL_SCHEMA}, {"type": "null"}]})
+    tool_choice: str | dict[str, Any] | None = Field(default=None, json_schema_extra=TOOL_CHOICE_SCHEMA)
     parallel_tool_calls: bool = True
-    response_format: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = Field(default=None, json_schema_extra=RESPONSE_FORMAT_SCHEMA)
     stop: str | list[str] | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = None
-    n: int = 1
+    n: int = Field(default=1, json_schema_extra={"enum": [1]})
     logprobs: bool | None = None
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    asymspec: dict[str, Any] | None = None  # extension: GenerationConfig settings for this call (mode, beta, ...)
+    # extension: GenerationConfig settings for this call (mode, beta, ...)
+    asymspec: dict[str, Any] | None = Field(default=None, json_schema_extra=_settings_schema())
 
 
 def chat_arguments(request: ChatCompletionRequest, base: GenerationConfig) -> dict[str, Any]:

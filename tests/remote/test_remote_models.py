@@ -135,8 +135,12 @@ def test_a_pair_on_servers_loads_no_weights_here(servers):
     engine = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
     assert isinstance(engine.verifier, RemoteModel) and isinstance(engine.drafter, RemoteModel)
     assert engine.context_window == 4096 and engine.eos_token_ids  # the servers' window; the tokenizer's EOS
+    alone = AsymSpecEngine.from_pretrained(verifier.base_url, drafter=None)
     with pytest.raises(Exception, match="needs a drafter"):
-        AsymSpecEngine.from_pretrained(verifier.base_url).generate([1, 2, 3], mode="asymmetric")
+        alone.generate([1, 2, 3], mode="asymmetric")
+    # drafter "auto" (the default) on a served verifier is the verifier's own server: the identical pair
+    same = AsymSpecEngine.from_pretrained(verifier.base_url)
+    assert isinstance(same.drafter, RemoteModel) and same.drafter.base_url == verifier.base_url.rstrip("/")
 
 
 @pytest.mark.parametrize("acceptance", RULES)

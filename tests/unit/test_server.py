@@ -132,7 +132,7 @@ def test_json_schema_response_format_gives_json_of_that_schema(client):
     ({"messages": [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]}, 400, "matches no earlier tool call"),
     ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}]}, 400, "a tool call needs"),
     ({"model": "gpt-4"}, 404, "not served here"),
-    ({"messages": [{"role": "user", "content": "word " * 5000}]}, 400, "context window"),
+    ({"messages": [{"role": "user", "content": "word " * 5000}]}, 400, "the models' window"),
 ])
 def test_bad_requests_get_a_4xx_that_says_what_to_change(client, body, status, says):
     response = client.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, **body})

@@ -78,3 +78,37 @@ def test_chat_openai_streams_the_text_it_invokes(llm):
     assert all(isinstance(c, AIMessageChunk) for c in chunks) and len(chunks) > 2
     merged = sum(chunks[1:], chunks[0])
     assert merged.content == whole.content and merged.usage_metadata["output_tokens"] == whole.usage_metadata["output_tokens"]
+
+
+def test_a_langgraph_thread_checkpointed_in_sqlite_resumes_against_a_restarted_server(tmp_path):
+    """Threads a and b ask the same first question; the server then stops and a new process (another port, cold
+    caches) takes over. Thread b's next turn, resumed from its SQLite checkpoint, equals thread a's next turn on
+    the first server."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = str(tmp_path / "threads.sqlite")
+    first_turn = {"messages": [("user", "What is the weather in Oslo?")]}
+    next_turn = {"messages": [("user", "And in Lima?")]}
+    a, b = ({"configurable": {"thread_id": name}, "recursion_limit": 8} for name in "ab")
+
+    def agent(server, saver):
+        llm = ChatOpenAI(base_url=server.base_url, api_key="unused", model="asymspec", temperature=0, max_retries=0,
+                         timeout=120)
+        return create_agent(llm, [get_weather], checkpointer=saver)
+
+    args = ["--verifier", "bundled-agent", "--max-new-tokens", "48", "--log-level", "warning"]
+    with ServerProcess(args) as server, SqliteSaver.from_conn_string(path) as saver:
+        graph = agent(server, saver)
+        for thread in (a, b):
+            graph.invoke(first_turn, thread)
+        expected = graph.invoke(next_turn, a)["messages"]
+    with ServerProcess(args) as restarted, SqliteSaver.from_conn_string(path) as saver:
+        assert restarted.port != server.port
+        resumed = agent(restarted, saver).invoke(next_turn, b)["messages"]
+    assert any(m.tool_calls for m in expected if isinstance(m, AIMessage))  # a real agent turn: it called the tool
+
+    def said(messages):  # call ids differ between threads; what was said and called may not
+        return [(type(m).__name__, m.text, [(c["name"], c["args"]) for c in getattr(m, "tool_calls", [])])
+                for m in messages]
+
+    assert said(resumed) == said(expected)
