@@ -52,9 +52,9 @@ demo: $(DEMO_STAMP)
 	$(PY) examples/demo.py
 
 # schemathesis against a real `asymspec serve` from its own OpenAPI document (make test runs 40 examples per
-# operation; this runs 150, over 600 requests: ~6 min here)
+# operation; this runs 260: over 500 requests)
 fuzz: install
-	FUZZ_EXAMPLES=150 $(PY) -m pytest -q -s tests/fuzz
+	FUZZ_EXAMPLES=260 $(PY) -m pytest -q -s tests/fuzz
 
 bench: install
 	$(VENV)/bin/asymspec bench throughput

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from .context import DualContext, DualViews, ToolSpec
+from .context.messages import validate_conversation
 from .context.tools import check_tool_choice
 from .context.tool_format import (TOOL_CALL_CLOSE, TOOL_CALL_OPEN, InvalidToolCall, ParsedToolCall,
                                   parse_tool_calls)
@@ -25,8 +26,17 @@ from .errors import InvalidInputError
 
 
 class WindowWarning(UserWarning):
-    """A conversation no longer fits the models' window and its views drop old turns (shown once per process by
-    Python's default warning filter; the numbers per reply are in its summary)."""
+    """A conversation no longer fits the models' window and its views drop old turns (shown once per
+    conversation by Python's default warning filter; the numbers per reply are in its summary)."""
+
+
+def _opening(messages, length: int = 48) -> str:
+    """The start of a conversation's first request: what tells one conversation from another in a warning."""
+    for message in validate_conversation(messages):
+        if message.role == "user":
+            text = message.content if isinstance(message.content, str) else str(message.content)
+            return text[:length] + ("…" if len(text) > length else "")
+    return ""
 
 
 @dataclass
@@ -152,10 +162,11 @@ class AsymSpecChat:
                                              window=window)
         else:
             views = self.context.render(messages, tools=render_tools or None, query=query, window=window)
-        if views.truncated:
-            warnings.warn(WindowWarning("The conversation has outgrown the models' window: views now drop their "
-                                        "oldest turns (each reply's full_view_truncated_tokens and "
-                                        "comp_view_truncated_tokens say how many tokens)."), stacklevel=2)
+        if views.truncated:  # the text names the conversation: Python's filter shows it once per conversation
+            warnings.warn(WindowWarning(f"The conversation that began {_opening(messages)!r} has outgrown the models' "
+                                        "window: its views now drop their oldest turns (each reply's "
+                                        "full_view_truncated_tokens and comp_view_truncated_tokens say how many "
+                                        "tokens)."), stacklevel=2)
         constraint = self._constraint(specs, tool_choice, parallel_tool_calls, response_schema, tool_format)
         config = with_turn_stops(config, self.context.format)
         splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)

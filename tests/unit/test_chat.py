@@ -154,3 +154,24 @@ def test_with_later_messages_appends_what_the_call_added_after_the_shared_histor
     instruction = UserMessage("answer now")
     assert with_later_messages([a, b, c], [system, UserMessage("summary"), c, instruction]) == [system, a, b, c, instruction]
     assert with_later_messages([a, b], [UserMessage("unrelated")]) == [a, b]  # nothing shared: full alone
+
+
+def test_past_the_window_a_conversation_goes_on_reports_its_cut_and_warns_once_per_conversation():
+    import warnings
+
+    from asymspec_agents.chat import WindowWarning
+
+    pair = tiny_random_pair(seed=0, max_positions=512)  # bytes are tokens: a 512-byte window
+    chat = AsymSpecChat(AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer),
+                        config=GenerationConfig(max_new_tokens=4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for opening in ("Read the pages.", "Read them again."):
+            messages = [UserMessage(opening)]
+            for step in range(6):
+                call = ToolCall(f"c{step}", "read", {})
+                messages += [AssistantMessage(tool_calls=[call]), ToolResult(call.id, "read", f"page {step} " * 20)]
+                summary = chat.reply(messages).summary()
+            assert summary["full_view_truncated_tokens"] > 0 and summary["full_input_tokens"] <= 512
+    said = [str(w.message) for w in caught if issubclass(w.category, WindowWarning)]
+    assert len(said) == 2 and "Read the pages." in said[0] and "Read them again." in said[1]
