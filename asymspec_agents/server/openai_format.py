@@ -29,7 +29,8 @@ SETTING_NAMES = {f.name for f in fields(GenerationConfig)} - {"decisions", "stop
 
 # What messages and tools look like, for the OpenAPI document (clients and fuzzers read it); the body is checked
 # by `to_messages` and the core's validation, whose errors say what to change.
-_TEXT = {"type": "string"}
+_TEXT = {"anyOf": [{"type": "string"}, {"type": "array", "items": {  # a string, or text parts (joined)
+    "type": "object", "required": ["type", "text"], "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]}
 _TOOL_CALL = {"type": "object", "required": ["id", "type", "function"], "properties": {
     "id": {"type": "string"}, "type": {"const": "function"},
     "function": {"type": "object", "required": ["name", "arguments"],

@@ -61,9 +61,14 @@ def check_operation(operation) -> None:
 
 def bound_reply_length(body) -> None:
     """A valid max_tokens is cut to 16: a reply of thousands of tokens is a legal request that takes minutes here,
-    not a fault (the engine stops at the window). Invalid values (0, negative, not an int) go as generated."""
+    not a fault (the engine stops at the window). Valid is what the request model takes as an int (53886.0 and
+    "53886" too); invalid values (0, negative, 2.5, not a number) go as generated."""
     if isinstance(body, dict):
         for name in ("max_tokens", "max_completion_tokens"):
             value = body.get(name)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 16:
+            try:
+                number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else 0
+            except ValueError:
+                continue
+            if number > 16 and number.is_integer():
                 body[name] = 16
