@@ -35,6 +35,14 @@ def median(values) -> float:
     return float(statistics.median(values)) if values else float("nan")
 
 
+def percentile(values, q: float) -> float:
+    """The value at quantile q of `values` (nearest rank; NaN when there are none)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
 def write_json(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")

@@ -65,10 +65,6 @@ QUICK = {"lengths": (1000, 3000, 6000), "depths": (0, 50, 100), "needles": ("san
 @dataclass
 class NeedleItem(Item):
     facts: tuple[str, ...] = ()
-    length: int = 0
-    depth: int = 0
-    needle: str = ""
-    kind: str = ""
 
     def correct(self, reply) -> bool:
         text = reply.text.lower()
@@ -101,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="e.g. head_tail:4 bm25:8 (default: head_tail and bm25 at 4x and 8x)")
     parser.add_argument("--out", default=str(RESULTS / "niah"), help="output folder (default benchmarks/results/niah)")
     args = parser.parse_args(argv)
-    grid = Grid(**{k: v for k, v in QUICK.items()}) if args.quick else Grid()
+    grid = Grid(**QUICK) if args.quick else Grid()
     for name in ("lengths", "depths", "needles"):
         if getattr(args, name):
             setattr(grid, name, tuple(getattr(args, name)))
@@ -155,7 +151,7 @@ class Haystack:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.ids = tokenizer(essays(), add_special_tokens=False)["input_ids"]
-        self.periods = {i for i in tokenizer(".", add_special_tokens=False)["input_ids"]}
+        self.periods = set(tokenizer(".", add_special_tokens=False)["input_ids"])
 
     def item(self, needle: Needle, length: int, depth: int) -> NeedleItem:
         from ..context import Passage, SystemMessage, UserMessage
@@ -164,8 +160,7 @@ class Haystack:
         messages = [SystemMessage(INSTRUCTION),
                     UserMessage(needle.question + ASK, passages=[Passage(text, source="paul-graham-essays")])]
         return NeedleItem(f"niah-{needle.kind}", f"{needle.name}-{length}-{depth}", messages, needle.facts[0],
-                          "test", query=needle.question, facts=needle.facts, length=length, depth=depth,
-                          needle=needle.name, kind=needle.kind)
+                          "test", query=needle.question, facts=needle.facts)
 
     def document(self, needle: Needle, tokens: int, depth: int) -> str:
         """`tokens` of the essays with the needle at `depth` percent, at the end of the sentence before it."""
@@ -191,11 +186,11 @@ def essays() -> str:
 
 # -- output --------------------------------------------------------------------------------------------------------
 
-def cell_scores(records: list[dict], system: str, compressor: str, ratio: int, kinds=("classic", "strict")) -> dict:
-    """(length, depth) -> share of the needles of these kinds found by `system` under one compression."""
+def cell_scores(records: list[dict], system: str, compressor: str, ratio: int) -> dict:
+    """(length, depth) -> share of the needles found by `system` under one compression."""
     cells: dict[tuple, list] = {}
     for r in records:
-        if (r["system"], r["compressor"], r["ratio"]) == (system, compressor, ratio) and r["task"][5:] in kinds:
+        if (r["system"], r["compressor"], r["ratio"]) == (system, compressor, ratio):
             cells.setdefault((r["length"], r["depth"]), []).append(r["correct"])
     return {cell: sum(found) / len(found) for cell, found in cells.items()}
 

@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
-from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
+from .common import RESULTS, markdown_table, median, percentile, pydoc_text, pyplot, write_json
 
 SYSTEM = "You are a concise assistant. Answer in one sentence."
 AGENT_QUESTION = "Search the Python reference for the statement 'break', then say in one sentence what it does."
@@ -120,7 +120,7 @@ def _run(ask, pool, documents: list[str], turns: int, workload: str, max_tokens:
     after = pool()
     calls = after["calls"] - before["calls"]
     return {"requests": len(latencies), "errors": errors, "wall_seconds": wall,
-            "p50_seconds": median(latencies), "p95_seconds": _percentile(latencies, 0.95),
+            "p50_seconds": median(latencies), "p95_seconds": percentile(latencies, 0.95),
             "tokens_per_second": sum(tokens) / wall, "completion_tokens": sum(tokens),
             "hit_rate": (after["continued"] - before["continued"]) / calls if calls else 0.0}
 
@@ -142,13 +142,6 @@ def _documents(tokenizer, count: int, tokens: int = 300) -> list[str]:
     """`count` different ~300-token passages of Python's reference documentation."""
     ids = tokenizer(pydoc_text(), add_special_tokens=False)["input_ids"]
     return [tokenizer.decode(ids[i * tokens:(i + 1) * tokens]) for i in range(count)]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def write_outputs(report: dict, prefix: str) -> None:

@@ -25,8 +25,8 @@ import torch
 from tqdm import tqdm
 
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
-from .common import RESULTS, markdown_table, pydoc_text, pyplot, write_json
-from .serve import AGENT_QUESTION, SEARCH, SYSTEM, _percentile
+from .common import RESULTS, markdown_table, percentile, pydoc_text, pyplot, write_json
+from .serve import AGENT_QUESTION, SEARCH, SYSTEM
 
 BAD_REQUESTS = (  # what a broken client sends; each must get a 4xx that says what was wrong
     {"messages": []},
@@ -112,7 +112,7 @@ class Soak:
         out = []
         for record in tqdm(chosen, desc="replay alone", unit="request"):
             body, then = record["exchange"]
-            now = _reply(self.http.post(self.url, json=body).json())
+            now = _said(self.http.post(self.url, json=body).json()["choices"][0]["message"])
             out.append({"at": record["at"], "equal": now == then, "under_load": then, "alone": now})
         return out
 
@@ -163,7 +163,7 @@ class Soak:
             message, record["status"], record["error"] = None, None, f"{type(exc).__name__}: {exc}"[:200]
         record["seconds"] = time.monotonic() - started
         if message is not None:
-            record["exchange"] = (body, _reply({"choices": [{"message": message}]}))
+            record["exchange"] = (body, _said(message))
         with self._lock:
             self.records.append(record)
         return None if cancel else message
@@ -215,9 +215,8 @@ class Soak:
                              "kv_bytes": pool["kv_bytes"], "sets": pool["sets"], "evictions": pool["evictions"]})
 
 
-def _reply(body: dict) -> dict:
-    """What a reply says: its text and its calls (names and arguments; ids differ between requests)."""
-    message = body["choices"][0]["message"]
+def _said(message: dict) -> dict:
+    """What an assistant message says: its text and its calls (names and arguments; ids differ between requests)."""
     calls = [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
     return {"content": message.get("content") or "", "tool_calls": calls}
 
@@ -262,7 +261,7 @@ def minutes(report: dict) -> list[dict]:
         samples = [s for s in report["samples"] if s["at"] < (m + 1) * 60] or report["samples"][:1]
         last = samples[-1] if samples else {}
         rows.append({"minute": m + 1, "requests": len(inside), "completed": len(valid),
-                     "p50": _percentile(valid, 0.5), "p95": _percentile(valid, 0.95),
+                     "p50": percentile(valid, 0.5), "p95": percentile(valid, 0.95),
                      "cancelled": kinds["cancelled"], "bad": kinds["bad"],
                      "unexplained": len(unexplained({"requests": inside})),
                      "rss_mib": (last.get("rss_bytes") or 0) / (1 << 20), "kv_mib": (last.get("kv_bytes") or 0) / (1 << 20)})

@@ -90,12 +90,8 @@ class DualContext:
         comp_segments = full_segments if fits else self.format.segments(comp_turns)
         comp_ids = full_ids if fits else self._ids(comp_segments, prompt)
         truncated, head = {}, _head(turns)
-        if window is not None and len(full_ids) > window:
-            full_segments, truncated["full"] = self.fit_window(full_segments, prompt, window, "full", head)
-            full_ids = self._ids(full_segments, prompt)
-        if window is not None and len(comp_ids) > window:
-            comp_segments, truncated["comp"] = self.fit_window(comp_segments, prompt, window, "compressed", head)
-            comp_ids = self._ids(comp_segments, prompt)
+        full_segments, full_ids = self._fitted(full_segments, prompt, full_ids, window, "full", head, truncated)
+        comp_segments, comp_ids = self._fitted(comp_segments, prompt, comp_ids, window, "comp", head, truncated)
 
         report.full_tokens, report.comp_tokens = len(full_ids), len(comp_ids)
         report.full_cl100k = self._cl100k(full_segments, prompt)
@@ -103,6 +99,15 @@ class DualContext:
         images = [part.image for _, parts in turns for part in parts if isinstance(part, _Item) and part.image]
         return DualViews(full_ids, comp_ids, "".join(full_segments) + prompt, "".join(comp_segments) + prompt,
                          report, images, self.format.append_stable, truncated)
+
+    def _fitted(self, segments: list[str], prompt: str, ids: list[int], window: int | None, view: str, head: int,
+                truncated: dict[str, int]) -> tuple[list[str], list[int]]:
+        """A view's segments and ids cut to `window` when they exceed it; the tokens dropped go to `truncated`."""
+        if window is None or len(ids) <= window:
+            return segments, ids
+        segments, truncated[view] = self.fit_window(segments, prompt, window,
+                                                    "full" if view == "full" else "compressed", head)
+        return segments, self._ids(segments, prompt)
 
     def fit_window(self, segments: list[str], prompt: str, window: int, view: str,
                    head: int = 1) -> tuple[list[str], int]:
@@ -113,8 +118,8 @@ class DualContext:
         if self.policy.on_overflow == "error":
             raise ContextTooLongError(f"The {view} view has more than {window} tokens, the most the models' window "
                                       "leaves it; compress harder, drop old turns, or use on_overflow='truncate'.")
-        sizes = [len(self.tokens.encode(segment)) for segment in segments]
-        total = sum(sizes) + len(self.tokens.encode(prompt))
+        sizes = [self.tokens.count(segment) for segment in segments]
+        total = sum(sizes) + self.tokens.count(prompt)
         step = max(1, window // 4)
         target = -(-(total - window) // step) * step  # the excess, rounded up to whole steps
         head = min(head, len(segments) - 1)
@@ -138,13 +143,10 @@ class DualContext:
         specs = validate_tools(tools)
         turns, full_segments, prompt, full_ids = self._whole(full_messages, specs, query, True)
         _, comp_segments, comp_prompt, comp_ids = self._whole(comp_messages, specs, query, True)
-        truncated, head = {}, _head(turns)
-        if window is not None and len(full_ids) > window:
-            full_segments, truncated["full"] = self.fit_window(full_segments, prompt, window, "full", head)
-            full_ids = self._ids(full_segments, prompt)
-        if window is not None and len(comp_ids) > window:  # the caller's own conversation: its first turn stays
-            comp_segments, truncated["comp"] = self.fit_window(comp_segments, comp_prompt, window, "compressed")
-            comp_ids = self._ids(comp_segments, comp_prompt)
+        truncated = {}
+        full_segments, full_ids = self._fitted(full_segments, prompt, full_ids, window, "full", _head(turns), truncated)
+        # the caller's own conversation: its first turn stays
+        comp_segments, comp_ids = self._fitted(comp_segments, comp_prompt, comp_ids, window, "comp", 1, truncated)
         report = CompressionReport(full_tokens=len(full_ids), comp_tokens=len(comp_ids), cl100k_note=self.cl100k.note,
                                    full_cl100k=self._cl100k(full_segments, prompt),
                                    comp_cl100k=self._cl100k(comp_segments, comp_prompt))

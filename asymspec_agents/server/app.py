@@ -30,10 +30,10 @@ from ..engine import GenerationConfig
 from ..engine.remote import RemoteModelError, is_remote
 from ..errors import AsymSpecError, ContextTooLongError
 from . import openai_format as wire
+from .process import DRAIN_SECONDS
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 16
-DRAIN_SECONDS = 60  # how long a stopping server lets the replies in progress finish (a CPU reply can take 30 s)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 

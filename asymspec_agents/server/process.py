@@ -14,14 +14,17 @@ import urllib.error
 import urllib.request
 
 
+DRAIN_SECONDS = 60  # how long a stopping `asymspec serve` lets the replies in progress finish (a CPU reply: ~30 s)
+
+
 class ServerProcess:
     """`with ServerProcess(["--max-new-tokens", "32"]) as server: server.base_url` — a child process serving on a
     free port of 127.0.0.1; ready when its /health answers (bounded by `start_timeout` seconds); stopped with
     SIGINT (uvicorn's graceful shutdown), killed if it does not exit within `stop_timeout` (longer than the
-    server's own drain: replies in progress get 60 s to finish)."""
+    server's own drain, DRAIN_SECONDS)."""
 
-    def __init__(self, args: list[str] = (), *, start_timeout: float = 180.0, stop_timeout: float = 75.0,
-                 threads: int | None = None):
+    def __init__(self, args: list[str] = (), *, start_timeout: float = 180.0,
+                 stop_timeout: float = DRAIN_SECONDS + 15.0, threads: int | None = None):
         self.args, self.start_timeout, self.stop_timeout = list(args), start_timeout, stop_timeout
         self.port = free_port()
         self.threads = threads
