@@ -28,6 +28,7 @@ from .tasks import TASKS, Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared
 PAIRS = {"bundled": ("bundled", "bundled"),
+         "bundled-agent": ("bundled-agent", "bundled-small"),  # the model tuned to act as an agent, same drafter
          "bundled-small": ("bundled", "bundled-small"),  # SmolLM2-135M verifying for its distilled 6-layer student
          "bundled-int8": ("bundled", "bundled-int8"),  # ... for an int8 copy of itself (same FLOPs, less time)
          "bundled-hetero": ("bundled-hetero", None)}  # Gemma-3-270M verifier, SmolLM2-135M drafter (bridged)
@@ -66,7 +67,8 @@ STUDENT_ALONE = System("student alone", (("mode", "full"),), alone=True)
 
 def plan(quick: bool, pair: str = "bundled") -> dict:
     """Tasks, compression settings per task, systems and item counts of a run."""
-    if pair in ("bundled-small", "bundled-int8"):  # a cheaper drafter's operating point: both rules at the paper's β
+    if pair in ("bundled-agent", "bundled-small", "bundled-int8"):
+        # a cheaper drafter's operating point: both rules at the paper's β
         ratios = [4] if quick else [2, 4, 8]
         head_tail = [("head_tail", r) for r in ratios]
         return {"items": 8 if quick else 50,

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..models import AUTO
 from .common import RESULTS, markdown_table, pyplot, wilson, write_json
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance", "live_relevance", "live_irrelevance")
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verifiers", nargs="+", default=["bundled", "bundled-agent"],
                         help="each system runs with each of these verifiers, side by side (default: the raw bundled "
                              "model and bundled-agent, the one tuned to act as an agent)")
-    parser.add_argument("--drafter", default="bundled-small", help="asymspec's drafter (default: bundled-small)")
+    parser.add_argument("--drafter", default=AUTO, help="asymspec's drafter (default: auto, each verifier's matched "
+                             "drafter: bundled-small for both bundled verifiers)")
     parser.add_argument("--choices", nargs="+", default=list(CHOICES), choices=CHOICES,
                         help="tool_choice values: auto (the model decides) and required (forced)")
     parser.add_argument("--items", type=int, default=40, help="first items of each category (0: all; default 40)")
@@ -203,9 +205,10 @@ def render(report: dict, terminal: bool = False) -> str:
         return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows])
     return (f"# BFCL (bfcl-eval's data and AST checker)\n\nCommand: `asymspec bench bfcl {' '.join(_args(settings))}`"
             f". Systems: ceiling = the verifier alone on everything, floor = alone on the compressed view, asymspec = "
-            f"the verifier with {settings['drafter']} drafting. right: BFCL's AST check (simple_python, multiple, "
-            "parallel), no call (irrelevance), any call (live_relevance), with its 95% Wilson interval; calls: share "
-            "of replies with at least one tool call; s/item: median.\n\n" + markdown_table(header, rows))
+            f"the verifier with {settings['drafter']} drafting ('auto': its matched drafter). right: BFCL's AST check "
+            "(simple_python, multiple, parallel), no call (irrelevance), any call (live_relevance), with its 95% "
+            "Wilson interval; calls: share of replies with at least one tool call; s/item: median.\n\n"
+            + markdown_table(header, rows))
 
 
 def _args(settings: dict) -> list[str]:
