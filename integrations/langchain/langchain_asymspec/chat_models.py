@@ -75,7 +75,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     "bundled-agent": it tuned to decide and call tools), or a vLLM server's "http://host:port/v1"."""
     drafter: str | None = AUTO
     """The drafter (same family, or another one through the vocabulary bridge; a server's URL too). "auto": the
-    verifier's matched drafter (bundled-small for the bundled verifiers, else the verifier's own weights); None
+    verifier's matched drafter (the one distilled from a bundled verifier, else the verifier's own weights); None
     allows only modes "full" and "compressed"."""
     tokenizer: str | None = None
     """The pair's tokenizer (hub id or folder), needed only when both models are on servers whose model folders

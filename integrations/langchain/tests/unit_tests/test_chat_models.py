@@ -63,7 +63,7 @@ def test_construction_loads_nothing_and_validates_settings():
     assert resolve_pair(default.verifier, default.drafter) == ("bundled", "bundled-small") and default._core is None
     assert default.resolved_model_name == "SmolLM2-135M-Instruct+bundled-small"
     assert ChatAsymSpec.bundled(fuse_bonus=False).fuse_bonus is False
-    assert resolve_pair("bundled-agent", "auto") == ("bundled-agent", "bundled-small")
+    assert resolve_pair("bundled-agent", "auto") == ("bundled-agent", "bundled-agent-small")
     assert resolve_pair("some/hub-model", "auto") == ("some/hub-model", "some/hub-model")  # the identical pair
 
 

@@ -68,8 +68,8 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
                           "bundled name ('bundled', the default; 'bundled-agent': it tuned to call tools), or a vLLM "
                           "server's 'http://host:port/v1'.")
     drafter: Optional[str] = Field(default=AUTO, description="Drafter: same forms as the verifier (another family is "
-                                   "bridged); 'auto': the verifier's matched drafter (bundled-small for the bundled "
-                                   "verifiers, else its own weights); None allows only modes full and compressed.")
+                                   "bridged); 'auto': the verifier's matched drafter (the one distilled from a bundled "
+                                   "verifier, else its own weights); None allows only modes full and compressed.")
     tokenizer: Optional[str] = Field(default=None, description="The pair's tokenizer (hub id or folder), needed only "
                                      "when both models are on servers whose folders this machine cannot read.")
     model_name: Optional[str] = Field(default=None, description="Name in metadata; default 'asymspec:<verifier>+<drafter>'.")
