@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verifiers", nargs="+", default=["bundled", "bundled-agent"],
                         help="each system runs with each of these verifiers, side by side (default: the raw bundled "
                              "model and bundled-agent, the one tuned to act as an agent)")
-    parser.add_argument("--drafter", default=AUTO, help="asymspec's drafter (default: auto, each verifier's matched "
-                             "drafter: bundled-small for bundled, bundled-agent-small for bundled-agent)")
+    parser.add_argument("--drafter", default=AUTO, help="asymspec's drafter (default: auto, the drafter distilled from "
+                             "each bundled verifier)")
     parser.add_argument("--choices", nargs="+", default=list(CHOICES), choices=CHOICES,
                         help="tool_choice values: auto (the model decides) and required (forced)")
     parser.add_argument("--items", type=int, default=40, help="first items of each category (0: all; default 40)")
