@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", nargs="?", default="all", choices=["accuracy", "cost", "scaling", "all"])
     parser.add_argument("--quick", action="store_true", help="a reduced grid that finishes in minutes")
     parser.add_argument("--pair", default="bundled", choices=sorted(PAIRS))
+    parser.add_argument("--verifier", help="another verifier in the pair's place (e.g. a folder `asymspec "
+                        "train-agent` wrote), measured on the pair's plan")
     parser.add_argument("--drafter", help="another drafter for the pair's verifier (e.g. a folder `asymspec "
                         "distill-drafter` wrote), measured on the pair's plan")
     parser.add_argument("--items", type=int, help="items per task (default: 8 quick, 50 full)")
@@ -140,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     from ..engine import AsymSpecEngine
 
     verifier, drafter = PAIRS[args.pair]
-    engine = AsymSpecEngine.shared(verifier, args.drafter or drafter)
-    results = {"pair": args.pair, **({"drafter": args.drafter} if args.drafter else {}), "quick": args.quick,
+    engine = AsymSpecEngine.shared(args.verifier or verifier, args.drafter or drafter)
+    results = {"pair": args.pair, **{role: getattr(args, role) for role in ("verifier", "drafter") if getattr(args, role)},
+               "quick": args.quick,
                "seed": args.seed, "date": time.strftime("%Y-%m-%d"), "machine": _machine()}
     if args.what in ("accuracy", "cost", "all"):
         grid = plan(args.quick, args.pair)
@@ -175,7 +178,7 @@ def merge_parts(parts: list[dict]) -> dict:
     joined and summarized again. The parts must share pair, seed, items, systems and timing, and no setting may
     be in two parts; the first part's scaling run, if any, is kept."""
     first = parts[0]
-    same = ("pair", "seed", "quick", "drafter")
+    same = ("pair", "seed", "quick", "verifier", "drafter")
     same_plan = ("items", "systems", "timing")
     for part in parts[1:]:
         for key in same:
@@ -434,8 +437,8 @@ def run_scaling(engine, steps: int = 12, max_new_tokens: int = 16) -> dict:
 
 def render_markdown(results: dict) -> str:
     run = results.get("run", "quick run" if results["quick"] else "full run")
-    drafter = f" with drafter `{results['drafter']}`" if results.get("drafter") else ""
-    lines = [f"# AsymSpec benchmark ({run}, pair `{results['pair']}`{drafter}, "
+    swapped = "".join(f" with {role} `{results[role]}`" for role in ("verifier", "drafter") if results.get(role))
+    lines = [f"# AsymSpec benchmark ({run}, pair `{results['pair']}`{swapped}, "
              f"{results['date']}, {results['machine']})\n"]
     if results["pair"] == "bundled-hetero":
         lines.append("\nA genuinely smaller drafter: SmolLM2-135M-Instruct (vocabulary 49152) drafts for Gemma-3-270M "

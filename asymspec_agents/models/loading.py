@@ -216,14 +216,18 @@ def assembled_student_dir(folder: Path) -> Path:
     from .students import DELTA_FILE, StudentSpec, assemble_student
 
     spec = StudentSpec.from_json((folder / SPEC_FILE).read_text())
-    digest = hashlib.sha1((folder / DELTA_FILE).read_bytes() + (folder / SPEC_FILE).read_bytes()).hexdigest()[:12]
-    target = cache_root() / f"student-{folder.name}-{digest}"
-    if (target / "config.json").is_file():
-        return target
     verifier_name = spec.extra.get("verifier")
     if not verifier_name:
         raise ModelLoadError(f"{folder / SPEC_FILE} does not name the verifier the student was cut from "
                              "(extra.verifier); add it, e.g. \"bundled\".")
+    # the weights it is cut from count too: a student of a student (bundled-agent-small of bundled-agent) is
+    # assembled again when its parent's delta changes (the parent's cached folder name carries its own digest)
+    parent = resolve_source(verifier_name)[0]
+    digest = hashlib.sha1((folder / DELTA_FILE).read_bytes() + (folder / SPEC_FILE).read_bytes()
+                          + parent.encode()).hexdigest()[:12]
+    target = cache_root() / f"student-{folder.name}-{digest}"
+    if (target / "config.json").is_file():
+        return target
     print(f"asymspec: assembling {folder.name} once from {verifier_name} into {target}")
     verifier, tokenizer = load_model(verifier_name)
     _save_atomically(assemble_student(verifier, folder), tokenizer, target)

@@ -90,3 +90,35 @@ def test_an_int8_copy_runs_close_to_its_model_and_is_costed_like_it():
     assert not torch.equal(full, quantized) and (full - quantized).abs().max() < 0.1 * full.abs().max()
     assert _flop_constants(copy) == _flop_constants(model)  # int8 saves time and memory, not FLOPs
     assert type(model.model.layers[0].mlp.down_proj) is torch.nn.Linear  # the original is untouched
+
+
+def _write_student(folder, verifier_model, parent: str, seed: int):
+    """A student folder (spec + delta with random LoRA factors) cut from `verifier_model`, named as `parent`."""
+    from safetensors.torch import save_file
+
+    from asymspec_agents.models.students import DELTA_FILE, SPEC_FILE, StudentSpec
+    from asymspec_agents.training.distill.train import delta_of, trainable_student
+
+    spec = StudentSpec(trunk=0, top=(0, 1), rank=2, alpha=4.0, extra={"verifier": parent})
+    student = trainable_student(verifier_model, spec)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in student.parameters():
+            if p.requires_grad:
+                p.normal_(0, 0.05)
+    folder.mkdir(exist_ok=True)
+    save_file(delta_of(student, spec), str(folder / DELTA_FILE))
+    (folder / SPEC_FILE).write_text(spec.to_json())
+
+
+def test_a_student_of_a_student_is_assembled_again_when_its_parent_changes(saved_folder, tmp_path, monkeypatch):
+    folder, pair = saved_folder
+    monkeypatch.setenv(loading.CACHE_ENV, str(tmp_path / "cache"))
+    parent, child = tmp_path / "parent", tmp_path / "child"
+    _write_student(parent, pair.verifier, str(folder), seed=0)
+    _write_student(child, pair.verifier, str(parent), seed=1)
+    first = loading.assembled_student_dir(child)
+    assert loading.assembled_student_dir(child) == first  # cached
+    _write_student(parent, pair.verifier, str(folder), seed=2)  # the parent retrained: same names, new delta
+    second = loading.assembled_student_dir(child)
+    assert second != first and (second / "config.json").is_file()
