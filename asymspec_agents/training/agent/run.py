@@ -5,19 +5,23 @@
 Data: conversations over invented tools (`catalogue`, `transcripts`): decide whether an offered tool is needed, call
 it with the values the question states, answer from its result in words and stop, say so when no offered tool fits,
 report a tool's failure. Replies to general questions are the raw model's own (decoded here once, no tools offered),
-so that training teaches when not to call without teaching new answers. Nothing comes from BFCL or the examples.
+so that training teaches when not to call without teaching new answers; so are the replies to questions over
+documents and long tool outputs (`--reads`, decoded in the view each is trained in), so that tuning leaves the
+model's reading, of a whole or of a compressed context, as it was. Nothing comes from BFCL or the examples.
 
 Training: next-token cross-entropy on the assistant turns only; LoRA factors on every linear map of every layer and
 the layers' norms (`training.distill.train.trainable_student` with all layers "trained"); the delta ships like
 bundled-small's (student.json + delta.safetensors) and is merged on load. Report: on held-out tools (never in a
 training conversation) and held-out general questions, each conversation's first reply decoded under
 tool_choice="auto" by the raw and the tuned model (right decision, right tool, exact arguments) and its final
-answer given the tool result (states the result, no markup); plus the loss curve.
+answer given the tool result (states the result, no markup); on held-out readings, whether the reply states the
+planted value and copies no document markup, per view; plus the loss curve.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
@@ -31,6 +35,7 @@ from pathlib import Path
 from ...errors import AsymSpecError
 
 GENERAL_TOKENS = 64  # a general question's reply: the raw model's first sentences within this many tokens
+READ_TOKENS = 48  # a reply over documents: the planted facts are short values
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--verifier", default="bundled", help="the model to tune (default: bundled)")
     parser.add_argument("--examples", type=int, default=1200, help="training conversations")
+    parser.add_argument("--reads", type=int, default=240, help="training conversations over documents and tool "
+                        "outputs, with the raw model's own replies")
     parser.add_argument("--dev", type=int, default=80, help="held-out conversations for the report")
+    parser.add_argument("--dev-reads", type=int, default=24, help="held-out readings for the report")
     parser.add_argument("--rank", type=int, default=16, help="LoRA rank")
     parser.add_argument("--alpha", type=float, default=32.0)
     parser.add_argument("--epochs", type=int, default=1)
@@ -67,7 +75,7 @@ def run(args: argparse.Namespace) -> dict:
     from ...context import DualContext
     from ...models import load_model
     from ...models.students import StudentSpec, assemble_student
-    from .transcripts import conversations, render, split_questions, split_tools
+    from .transcripts import conversations, readings, render, split_questions, split_tools
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -77,12 +85,17 @@ def run(args: argparse.Namespace) -> dict:
     layers = model.config.num_hidden_layers
     spec = StudentSpec(trunk=0, top=tuple(range(layers)), rank=args.rank, alpha=args.alpha,
                        extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
-                              "data": "invented tools: calls, answers from results, no-tool questions, tool errors"})
+                              "data": "invented tools: calls, answers from results, no-tool questions, tool errors; "
+                                      "readings of documents and tool outputs with the raw model's replies"})
     train_tools, dev_tools = split_tools()
     train_questions, dev_questions = split_questions()
     answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
+    read_answers = ReadAnswers(model, tokenizer, out / "read_answers.json")
     train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers)
+    # readings draw from their own seeds: adding them leaves the other conversations as they were
+    train_set += readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)
     dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers)
+    dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]
     started = time.perf_counter()
@@ -95,6 +108,8 @@ def run(args: argparse.Namespace) -> dict:
               "target_tokens": sum(b - a for r in rendered for a, b in r.spans),
               "train_seconds": history["train_seconds"], "dev_tools": [t.name for t in dev_tools],
               "dev": {"raw": evaluate(model, tokenizer, dev_set, "raw"), "tuned": evaluate(tuned, tokenizer, dev_set, "tuned")},
+              "dev_reads": {"raw": evaluate_reads(model, tokenizer, dev_reads, "raw"),
+                            "tuned": evaluate_reads(tuned, tokenizer, dev_reads, "tuned")},
               "date": time.strftime("%Y-%m-%d")}
     (out / "report.json").write_text(json.dumps({**report, "steps": history["steps"]}, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(report))
@@ -117,14 +132,48 @@ class GeneralAnswers:
 
     def __call__(self, question: str) -> str | None:
         if question not in self.known:
-            reply = self.chat.reply([{"role": "user", "content": question}])
-            text = reply.text.strip()
-            if reply.finish_reason != "stop":
-                cut = max(text.rfind(". "), text.rfind(".\n"), text.rfind("! "), text.rfind("? "))
-                text = text[:cut + 1] if cut > 0 else ""
-            self.known[question] = text or None
+            self.known[question] = _whole_sentences(self.chat.reply([{"role": "user", "content": question}]))
             self.cache.write_text(json.dumps(self.known, indent=2) + "\n")
         return self.known[question]
+
+
+class ReadAnswers:
+    """The raw model's own greedy reply to a reading conversation, in the view it is trained in (the compressed view
+    by the conversation's own policy), under its tools with no call allowed; whole sentences within READ_TOKENS
+    (None when there is none); kept in the file `cache`, keyed by a hash of what the reply was decoded from."""
+
+    def __init__(self, model, tokenizer, cache: Path):
+        from ...engine import AsymSpecEngine
+
+        self.cache = cache
+        self.known = json.loads(cache.read_text()) if cache.is_file() else {}
+        self.engine = AsymSpecEngine(model, None, tokenizer)
+
+    def __call__(self, conversation) -> str | None:
+        key = hashlib.sha256(repr((conversation.messages, conversation.tools, conversation.policy, conversation.query,
+                                   conversation.view)).encode()).hexdigest()[:16]
+        if key not in self.known:
+            self.known[key] = _whole_sentences(_read_reply(self.engine, conversation))
+            self.cache.write_text(json.dumps(self.known, indent=2) + "\n")
+        return self.known[key]
+
+
+def _read_reply(engine, conversation):
+    from ...chat import AsymSpecChat
+
+    chat = AsymSpecChat(engine, policy=conversation.policy)
+    return chat.reply(conversation.messages, tools=conversation.tools or None,
+                      tool_choice="none" if conversation.tools else None, query=conversation.query,
+                      mode="full" if conversation.view == "full" else "compressed", max_new_tokens=READ_TOKENS)
+
+
+def _whole_sentences(reply) -> str | None:
+    """A reply's text; cut after its last full sentence when it ran out of tokens (None: nothing left)."""
+    text = reply.text.strip()
+    if reply.finish_reason != "stop":
+        cut = max(text.rfind(". "), text.rfind(".\n"), text.rfind("! "), text.rfind("? "))
+        text = text[:cut + 1] if cut > 0 else ""
+    return text or None
 
 
 def train(model, spec, rendered: list, out: Path, args) -> dict:
@@ -218,6 +267,28 @@ def evaluate(model, tokenizer, dev_set, label: str = "model") -> dict:
     return {"counts": counts, "rates": rates}
 
 
+def evaluate_reads(model, tokenizer, reads, label: str = "model") -> dict:
+    """Each held-out reading's reply in its view: whether it states the planted value (where one was planted) and
+    whether it copies no document markup."""
+    from tqdm import tqdm
+
+    from ...engine import AsymSpecEngine
+
+    engine = AsymSpecEngine(model, None, tokenizer)
+    counts = {view: {"replies": 0, "planted": 0, "found": 0, "clean": 0} for view in ("full", "comp")}
+    for conversation in tqdm(reads, desc=f"held-out readings ({label})", unit="conversation"):
+        text = _read_reply(engine, conversation).text
+        found = counts[conversation.view]
+        found["replies"] += 1
+        found["clean"] += "<document" not in text and "</document" not in text
+        if conversation.expected["value"]:
+            found["planted"] += 1
+            found["found"] += conversation.expected["value"] in text
+    rates = {view: {"found": c["found"] / max(c["planted"], 1), "clean": c["clean"] / max(c["replies"], 1)}
+             for view, c in counts.items()}
+    return {"counts": counts, "rates": rates}
+
+
 def _value_in(result: str, text: str) -> bool:
     """Whether a reply states a tool result: the text itself, or every value of a JSON object result."""
     try:
@@ -249,6 +320,17 @@ def render_markdown(report: dict) -> str:
              "questions; first replies under tool_choice=\"auto\", greedy, the model alone on the full view.", "",
              "| held-out measure | n | raw | tuned |", "|---|---|---|---|"]
     lines += [f"| {label} | {n} | {raw[key]:.2f} | {tuned[key]:.2f} |" for label, key, n in rows]
+    reads = report.get("dev_reads")
+    if reads:
+        raw, tuned, counts = reads["raw"]["rates"], reads["tuned"]["rates"], reads["tuned"]["counts"]
+        names = {"full": "whole", "comp": "compressed"}
+        lines += ["", "Held-out readings (docstring haystacks, search outputs), the model alone on the view named:", "",
+                  "| reading measure | n | raw | tuned |", "|---|---|---|---|"]
+        for view in ("full", "comp"):
+            lines += [f"| states the planted value, {names[view]} | {counts[view]['planted']} | "
+                      f"{raw[view]['found']:.2f} | {tuned[view]['found']:.2f} |",
+                      f"| copies no document markup, {names[view]} | {counts[view]['replies']} | "
+                      f"{raw[view]['clean']:.2f} | {tuned[view]['clean']:.2f} |"]
     return "\n".join(lines) + "\n"
 
 

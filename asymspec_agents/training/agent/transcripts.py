@@ -8,7 +8,10 @@ Kinds (each a whole conversation; every assistant turn in it is a training targe
 - `error`: the tool fails -> the answer says what failed, without inventing a value;
 - `offtopic`: the question needs a tool that is not offered (only tools of other domains are) -> a plain reply that
   no available tool can do it, and no call;
-- `general`: a question no tool is for -> the raw model's own answer (`answers` supplies it), and no call.
+- `general`: a question no tool is for -> the raw model's own answer (`answers` supplies it), and no call;
+- `readings` (its own builder): a question over documents or over a search tool's long output (the distillation
+  recipe's docstring haystacks: `passage`, `plain`, `tool_result`) -> the raw model's own reply in the same view, so
+  tuning leaves its reading of documents, whole or compressed, as it was.
 Tools come 1–5 per conversation in random order, some names namespaced ("weather.get_current_weather") or camelCase,
 some schemas without descriptions; half the conversations are rendered as the verifier's compressed view (tool
 signatures), half as the full view (JSON schemas), so the adapter works in both.
@@ -19,10 +22,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from random import Random
 
-from ...context import AssistantMessage, DualContext, ToolCall, ToolResult, UserMessage
+from ...context import AssistantMessage, CompressionPolicy, DualContext, ToolCall, ToolResult, UserMessage
 from ...errors import InvalidInputError
 from .catalogue import COUNTRIES, GENERAL_QUESTIONS, TOOLS, Tool
 
@@ -39,6 +42,8 @@ class Conversation:
     tools: list[dict]  # the tool schemas offered
     view: str  # "full" or "comp": which view is trained on
     expected: dict = field(default_factory=dict)  # what a right first reply holds: {"calls": [...]} or {"calls": []}
+    policy: CompressionPolicy | None = None  # how the compressed view is made (None: the product's default)
+    query: str | None = None  # what a query-aware compressor selects for
 
 
 @dataclass
@@ -83,16 +88,46 @@ def conversations(count: int, seed: int, tools: list[Tool], questions,
     return out
 
 
+def readings(count: int, seed: int, tokenizer, tools: list[Tool],
+             answer: Callable[[Conversation], str | None] | None = None) -> list[Conversation]:
+    """`count` conversations that answer from documents (two in three) or from a search tool's long output, each in
+    one view, whose reply `answer(conversation)` gives: the raw model's own in that view (None: the conversation is
+    not used). Without `answer`, they end at the question (to be answered in a report). Half the document questions
+    come with tools of the catalogue offered, none of which they need."""
+    from ..distill.examples import build_examples, build_tool_examples
+
+    rng = Random(f"readings-{seed}")
+    unneeded = [t for t in tools if t.domain != "search"]  # a search tool could answer a document question
+    documents = [e for e in build_examples(count * 2, seed, tokenizer) if e.kind != "turns"]
+    outputs = [e for e in build_tool_examples(count * 2, seed, tokenizer) if e.kind == "tool_result"]
+    out = []
+    for example in documents[:count - count // 3] + outputs[:count // 3]:
+        specs = list(example.tools) or ([t.spec(rng) for t in rng.sample(unneeded, rng.randint(1, 3))]
+                                        if rng.random() < 0.5 else [])
+        conversation = Conversation(example.kind, example.messages, specs, rng.choice(["full", "comp"]),
+                                    {"calls": [], "value": example.answer}, example.policy, example.query)
+        if answer is None:
+            out.append(conversation)
+        elif reply := answer(conversation):
+            out.append(replace(conversation, messages=[*example.messages, AssistantMessage(reply)]))
+    return out
+
+
 def render(context: DualContext, conversation: Conversation, tokenizer) -> Rendered:
-    """Token ids of the whole conversation in its view, and the spans of its assistant turns."""
+    """Token ids of the whole conversation in its view, and the spans of its assistant turns (a conversation with
+    its own compression policy is rendered with it, not with `context`'s)."""
     attr = "comp_ids" if conversation.view == "comp" else "full_ids"
-    messages, tools = conversation.messages, conversation.tools
-    ids = getattr(context.render(messages, tools=tools, add_generation_prompt=False), attr)
+    if conversation.policy is not None:
+        context = DualContext(tokenizer, conversation.policy)
+    messages, tools, query = conversation.messages, conversation.tools, conversation.query
+    ids = getattr(context.render(messages, tools=tools, query=query, add_generation_prompt=False), attr)
     spans = []
     for index, message in enumerate(messages):
         if isinstance(message, AssistantMessage):
-            before = getattr(context.render(messages[:index], tools=tools, add_generation_prompt=True), attr)
-            upto = getattr(context.render(messages[:index + 1], tools=tools, add_generation_prompt=False), attr)
+            before = getattr(context.render(messages[:index], tools=tools, query=query, add_generation_prompt=True),
+                             attr)
+            upto = getattr(context.render(messages[:index + 1], tools=tools, query=query, add_generation_prompt=False),
+                           attr)
             if ids[:len(upto)] != upto or upto[:len(before)] != before:
                 raise InvalidInputError("This tokenizer's chat template is not append-stable; training needs one that is.")
             end = len(upto)
@@ -122,7 +157,7 @@ def _build(kind: str, rng: Random, tools: list[Tool], chains) -> Conversation:
         offered = rng.sample(others, rng.randint(1, 4))
         question, _ = _ask(asked, rng)
         reply = rng.choice([f"None of the available tools can {asked.task}, so I can't answer that with them.",
-                            f"I can't {asked.task} with the tools I have here.",
+                            f"No tool offered here can {asked.task}.",
                             f"Sorry, I don't have a tool to {asked.task}."])
         return _conversation(kind, rng, offered, {}, [UserMessage(question), AssistantMessage(reply)], view, [])
     if kind == "chain":

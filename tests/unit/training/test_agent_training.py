@@ -4,6 +4,7 @@ parser reads, values come from the question, results are computed, and training 
 import argparse
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +13,8 @@ from asymspec_agents.models.students import assemble_student
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
 from asymspec_agents.training.agent.catalogue import TOOLS
 from asymspec_agents.training.agent.run import _value_in, train
-from asymspec_agents.training.agent.transcripts import KINDS, conversations, render, split_questions, split_tools
+from asymspec_agents.training.agent.transcripts import (KINDS, conversations, readings, render, split_questions,
+                                                         split_tools)
 
 def ANSWERS(question: str) -> str:  # noqa: N802 (stands where the raw model's replies go)
     return f"A reply to: {question}"
@@ -115,3 +117,30 @@ def test_training_writes_a_delta_that_assembles_into_a_changed_model(tmp_path, d
     tuned = assemble_student(model, tmp_path)
     ids = torch.tensor([rendered[0].ids[:50]])
     assert not torch.allclose(tuned(ids).logits, model(ids).logits)
+
+
+def test_readings_are_trained_on_the_raw_models_reply_in_their_own_view():
+    tokenizer = byte_tokenizer()
+    asked = []
+
+    def answer(conversation):  # stands where the raw model's reply in the conversation's view goes
+        asked.append(conversation)
+        return None if len(asked) == 3 else f"Reply {len(asked)} in the {conversation.view} view."
+
+    reads = readings(12, 0, tokenizer, split_tools()[0], answer)
+    assert len(asked) == 12 and len(reads) == 11  # a conversation without a reply is left out
+    assert {c.kind for c in reads} <= {"passage", "plain", "tool_result"} and "tool_result" in {c.kind for c in reads}
+    assert {c.view for c in reads} == {"full", "comp"}
+    for c in reads:
+        question = next(a for a in asked if a.messages == c.messages[:-1])
+        assert c.messages[-1].content == f"Reply {asked.index(question) + 1} in the {c.view} view."
+        assert c.policy is not None and c.expected["calls"] == []
+    for c in reads[:4]:
+        rendered = render(DualContext(tokenizer), c, tokenizer)
+        reply = tokenizer.decode(rendered.ids[slice(*rendered.spans[-1])])
+        assert reply.startswith(c.messages[-1].content)
+        other = render(DualContext(tokenizer), replace(c, view="full" if c.view == "comp" else "comp"), tokenizer)
+        shorter, longer = sorted((rendered, other), key=lambda r: r.spans[-1][0])
+        assert (shorter is rendered) == (c.view == "comp")  # its own policy compressed the documents
+    unanswered = readings(4, 0, tokenizer, split_tools()[0])
+    assert all(type(c.messages[-1]).__name__ != "AssistantMessage" for c in unanswered)
