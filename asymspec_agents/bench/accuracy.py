@@ -143,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
 
     verifier, drafter = PAIRS[args.pair]
     engine = AsymSpecEngine.shared(args.verifier or verifier, args.drafter or drafter)
-    results = {"pair": args.pair, **{role: getattr(args, role) for role in ("verifier", "drafter") if getattr(args, role)},
-               "quick": args.quick,
-               "seed": args.seed, "date": time.strftime("%Y-%m-%d"), "machine": _machine()}
+    swapped = {role: getattr(args, role) for role in ("verifier", "drafter") if getattr(args, role)}
+    results = {"pair": args.pair, **swapped, "quick": args.quick, "seed": args.seed, "date": time.strftime("%Y-%m-%d"),
+               "machine": _machine()}
     if args.what in ("accuracy", "cost", "all"):
         grid = plan(args.quick, args.pair)
         run_plan = narrow(grid, tasks=args.tasks, compressors=args.compressors, ratios=args.ratios,

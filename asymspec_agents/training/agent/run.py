@@ -117,30 +117,8 @@ def run(args: argparse.Namespace) -> dict:
     return report
 
 
-class GeneralAnswers:
-    """The raw model's own greedy reply to a general question (no tools offered), cut after its last full sentence
-    within GENERAL_TOKENS (None when there is none); decoded once per question and kept in the file `cache`."""
-
-    def __init__(self, model, tokenizer, cache: Path):
-        from ...chat import AsymSpecChat
-        from ...engine import AsymSpecEngine, GenerationConfig
-
-        self.cache = cache
-        self.known = json.loads(cache.read_text()) if cache.is_file() else {}
-        self.chat = AsymSpecChat(AsymSpecEngine(model, None, tokenizer),
-                                 config=GenerationConfig(mode="full", max_new_tokens=GENERAL_TOKENS))
-
-    def __call__(self, question: str) -> str | None:
-        if question not in self.known:
-            self.known[question] = _whole_sentences(self.chat.reply([{"role": "user", "content": question}]))
-            self.cache.write_text(json.dumps(self.known, indent=2) + "\n")
-        return self.known[question]
-
-
-class ReadAnswers:
-    """The raw model's own greedy reply to a reading conversation, in the view it is trained in (the compressed view
-    by the conversation's own policy), under its tools with no call allowed; whole sentences within READ_TOKENS
-    (None when there is none); kept in the file `cache`, keyed by a hash of what the reply was decoded from."""
+class _RawReplies:
+    """The raw model's replies, each decoded once and kept in the JSON file `cache` (a rerun decodes none again)."""
 
     def __init__(self, model, tokenizer, cache: Path):
         from ...engine import AsymSpecEngine
@@ -149,13 +127,37 @@ class ReadAnswers:
         self.known = json.loads(cache.read_text()) if cache.is_file() else {}
         self.engine = AsymSpecEngine(model, None, tokenizer)
 
+    def _kept(self, key: str, decode) -> str | None:
+        if key not in self.known:
+            self.known[key] = _whole_sentences(decode())
+            self.cache.write_text(json.dumps(self.known, indent=2) + "\n")
+        return self.known[key]
+
+
+class GeneralAnswers(_RawReplies):
+    """The raw model's own greedy reply to a general question (no tools offered), cut after its last full sentence
+    within GENERAL_TOKENS (None when there is none); keyed by the question."""
+
+    def __init__(self, model, tokenizer, cache: Path):
+        from ...chat import AsymSpecChat
+        from ...engine import GenerationConfig
+
+        super().__init__(model, tokenizer, cache)
+        self.chat = AsymSpecChat(self.engine, config=GenerationConfig(mode="full", max_new_tokens=GENERAL_TOKENS))
+
+    def __call__(self, question: str) -> str | None:
+        return self._kept(question, lambda: self.chat.reply([{"role": "user", "content": question}]))
+
+
+class ReadAnswers(_RawReplies):
+    """The raw model's own greedy reply to a reading conversation, in the view it is trained in (the compressed view
+    by the conversation's own policy), under its tools with no call allowed; whole sentences within READ_TOKENS
+    (None when there is none); keyed by a hash of what the reply was decoded from."""
+
     def __call__(self, conversation) -> str | None:
         key = hashlib.sha256(repr((conversation.messages, conversation.tools, conversation.policy, conversation.query,
                                    conversation.view)).encode()).hexdigest()[:16]
-        if key not in self.known:
-            self.known[key] = _whole_sentences(_read_reply(self.engine, conversation))
-            self.cache.write_text(json.dumps(self.known, indent=2) + "\n")
-        return self.known[key]
+        return self._kept(key, lambda: _read_reply(self.engine, conversation))
 
 
 def _read_reply(engine, conversation):
@@ -278,12 +280,12 @@ def evaluate_reads(model, tokenizer, reads, label: str = "model") -> dict:
     counts = {view: {"replies": 0, "planted": 0, "found": 0, "clean": 0} for view in ("full", "comp")}
     for conversation in tqdm(reads, desc=f"held-out readings ({label})", unit="conversation"):
         text = _read_reply(engine, conversation).text
-        found = counts[conversation.view]
-        found["replies"] += 1
-        found["clean"] += "<document" not in text and "</document" not in text
+        tally = counts[conversation.view]
+        tally["replies"] += 1
+        tally["clean"] += "<document" not in text and "</document" not in text
         if conversation.expected["value"]:
-            found["planted"] += 1
-            found["found"] += conversation.expected["value"] in text
+            tally["planted"] += 1
+            tally["found"] += conversation.expected["value"] in text
     rates = {view: {"found": c["found"] / max(c["planted"], 1), "clean": c["clean"] / max(c["replies"], 1)}
              for view, c in counts.items()}
     return {"counts": counts, "rates": rates}
