@@ -7,7 +7,8 @@ that view's. At every reply
 position a record keeps the log-probabilities of a candidate set: the `candidates` tokens most likely under either
 view (the reply token among them). Records are small (no hidden states: the student's
 frozen trunk is cheap to recompute), saved in shards so an interrupted run resumes where it stopped; each shard
-names the examples it was made from, so a cache made from other examples is refused instead of misread.
+names the examples and the teacher weights it was made from, so a cache made from other examples, or by a teacher
+since retrained, is refused instead of misread.
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
     eos = sorted(engine.eos_token_ids)
     records: list[TeacherRecord] = []
     shards = range(0, len(examples), shard_size)
+    teacher = _weights_digest(verifier)
     bar = tqdm(total=len(examples), desc="teacher", unit="example", disable=not progress)
     for start in shards:
         path = out_dir / f"teacher-{start // shard_size:04d}.pt"
         batch = examples[start:start + shard_size]
         if path.is_file():
-            records += _load_shard(path, _fingerprint(batch))
+            records += _load_shard(path, _fingerprint(batch, teacher))
             bar.update(len(batch))
             continue
         shard = []
@@ -73,17 +75,29 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
                                          candidates))
             bar.update()
         staging = path.with_suffix(".part")
-        torch.save({"examples": _fingerprint(batch), "records": shard}, staging)
+        torch.save({"examples": _fingerprint(batch, teacher), "records": shard}, staging)
         staging.replace(path)
         records += shard
     bar.close()
     return records
 
 
-def _fingerprint(examples: list[Example]) -> str:
+def _fingerprint(examples: list[Example], teacher: str) -> str:
     """What a shard was made from: a hash of its examples (messages, tools, compression policy; all plain
-    dataclasses, so their repr is stable across runs)."""
-    return hashlib.sha256("\n".join(map(repr, examples)).encode()).hexdigest()[:16]
+    dataclasses, so their repr is stable across runs) and of the teacher's weights."""
+    return hashlib.sha256("\n".join([teacher, *map(repr, examples)]).encode()).hexdigest()[:16]
+
+
+def _weights_digest(model, samples: int = 4096) -> str:
+    """A hash of every parameter's name, shape and an evenly strided sample of its values: a retrained teacher
+    (a merged adapter moves every value of the layers it tunes) hashes differently, in well under a second."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            flat = param.detach().flatten()
+            digest.update(f"{name}{tuple(param.shape)}".encode())
+            digest.update(flat[:: max(1, flat.numel() // samples)].float().cpu().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _load_shard(path: Path, expected: str) -> list[TeacherRecord]:
@@ -91,8 +105,9 @@ def _load_shard(path: Path, expected: str) -> list[TeacherRecord]:
     made_from = saved.get("examples") if isinstance(saved, dict) else None
     if made_from != expected:
         raise ConfigError(f"The teacher shard {path} was made from other examples (another --examples, --dev, "
-                          f"--tool-examples or --seed, or another Python's standard library); delete {path.parent} "
-                          "or pass another --teacher-cache.")
+                          "--tool-examples or --seed, or another Python's standard library) or by another teacher "
+                          f"(another --verifier, or its weights retrained since); delete {path.parent} or pass "
+                          "another --teacher-cache.")
     return saved["records"]
 
 

@@ -51,6 +51,13 @@ def test_teacher_shards_made_from_other_examples_are_refused(setup):
         teacher_records(verifier, tokenizer, others, out / "teacher", shard_size=3, progress=False)
 
 
+def test_teacher_shards_made_by_another_teacher_are_refused(setup):
+    tokenizer, _, examples, _, out = setup  # the same examples; the teacher's weights retrained since
+    retrained = tiny_random_model(len(tokenizer), seed=4, layers=3)
+    with pytest.raises(ConfigError, match="another teacher.*retrained since"):
+        teacher_records(retrained, tokenizer, examples, out / "teacher", shard_size=3, progress=False)
+
+
 def test_tool_examples_are_agent_transcripts_whose_replies_follow_the_tool_grammar(setup, tmp_path):
     tokenizer, verifier, _, _, _ = setup
     small = dict(haystack_chars=(300, 700), tools_per_example=2)  # a byte tokenizer makes long prompts
