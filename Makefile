@@ -71,7 +71,8 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
 	touch $@
 
-# The default pair on two servers: the verifier on 127.0.0.1:8011, the bundled-small drafter on :8012.
+# The raw bundled pair on two servers (what tests/remote measure): the verifier on 127.0.0.1:8011, the bundled-small
+# drafter on :8012.
 vllm-start: install vllm-venv
 	$(PY) -m asymspec_agents.server.vllm start --model bundled
 	$(PY) -m asymspec_agents.server.vllm start --model bundled-small

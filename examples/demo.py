@@ -5,16 +5,17 @@ text (sections of Python's language reference) with one line that matters, plant
 verifier's memory keeps only the head and tail of each passage (a quarter of it by default), as a context-trimming
 pipeline would. The same question is then answered by
 
-  verifier alone     the default pair's verifier (the bundled SmolLM2-135M) on its compressed memory (the Floor)
-  AsymSpec, paper    that verifier on that memory, the distilled 6-layer `bundled-small` drafting from the whole
+  verifier alone     the default pair's verifier (`bundled-agent`, SmolLM2-135M tuned as an agent) on its compressed
+                     memory (the Floor)
+  AsymSpec, paper    that verifier on that memory, the distilled 6-layer `bundled-agent-small` drafting from the whole
                      document, with the published ratio rule and defaults (the bonus token after an accepted
                      block is the verifier's own, unfused: `fuse_bonus=False`)
   AsymSpec           the default pair as every entry point runs it: the same with that bonus token fused
   verifier, all      the verifier reading everything (the Ceiling)
 
 each from empty caches, with the numbers its answer gives, wall time and total FLOPs (drafter + verifier). Nothing
-is scripted: if a system gets the code wrong, the table says so. `asymspec bench accuracy --pair bundled-small`
-measures the same over many documents (benchmarks/results/small-drafter/).
+is scripted: if a system gets the code wrong, the table says so. `asymspec bench accuracy --pair bundled-agent`
+measures the same over many documents (benchmarks/results/agent-drafter/).
 
     python examples/demo.py [--seed 0] [--chars 7000] [--ratio 4]
 """

@@ -28,7 +28,7 @@ from .tasks import TASKS, Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared
 PAIRS = {"bundled": ("bundled", "bundled"),
-         "bundled-agent": ("bundled-agent", "bundled-agent-small"),  # the model tuned to act as an agent, its drafter
+         "bundled-agent": ("bundled-agent", "bundled-agent-small"),  # the default pair: the tuned model, its drafter
          "bundled-small": ("bundled", "bundled-small"),  # SmolLM2-135M verifying for its distilled 6-layer student
          "bundled-int8": ("bundled", "bundled-int8"),  # ... for an int8 copy of itself (same FLOPs, less time)
          "bundled-hetero": ("bundled-hetero", None)}  # Gemma-3-270M verifier, SmolLM2-135M drafter (bridged)

@@ -64,7 +64,7 @@ class AsymSpecEngine:
                  bridge_vocabularies: bool = True, kv_budget: int = DEFAULT_KV_BUDGET, settings: dict | None = None):
         """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py).
         `settings`: GenerationConfig fields this pair needs, used where a call leaves them unset (from_pretrained
-        gives a drafter's own, e.g. bundled-small's fused bonus token).
+        gives a drafter's own, e.g. the distilled drafters' fused bonus token).
         `kv_budget`: bytes of keys and values the cache pool keeps between calls (default 4 GiB).
         `drafter_tokenizer`: the drafter's own tokenizer when it is not the verifier's; if the two vocabularies
         differ they are bridged (`bridge_vocabularies=False` refuses such a pair instead)."""
@@ -109,11 +109,11 @@ class AsymSpecEngine:
                         drafter_adapter: str | None = None, kv_budget: int = DEFAULT_KV_BUDGET,
                         tokenizer: str | None = None, threads: int | None = None) -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct), "bundled-agent" (it,
-        tuned to act as an agent), "bundled-small" / "bundled-agent-small" (6-layer drafters distilled from each) or
-        "bundled-gemma" (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py),
+        tuned to act as an agent), "bundled-agent-small" and "bundled-small" (6-layer drafters distilled from each)
+        or "bundled-gemma" (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py),
         verifier, drafter or both (then no weights load here). The defaults are the default pair of every entry
-        point: the bundled model verifying for bundled-small. `drafter="auto"`: the verifier's matched drafter
-        (bundled-small for bundled, bundled-agent-small for bundled-agent, else the verifier's own weights);
+        point: bundled-agent verifying for bundled-agent-small. `drafter="auto"`: the verifier's matched drafter
+        (bundled-agent-small for bundled-agent, bundled-small for bundled, else the verifier's own weights);
         `drafter=None` allows only `full`/`compressed`. A pair name: `verifier="bundled-hetero"` is Gemma-3-270M
         verified, SmolLM2-135M drafting, across a vocabulary bridge.
 

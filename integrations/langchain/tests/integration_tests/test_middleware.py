@@ -152,9 +152,9 @@ def test_context_editing_a_cleared_tool_result_is_still_answered_from_the_drafte
 
 
 def test_with_the_distilled_drafter_the_cleared_fact_is_recovered_and_the_verifier_alone_misses_it(agent_example):
-    """Measured with `bundled-small` (the paper's rule with the bonus fused, as the default pair runs it)
-    on two phrasings of the question: the pair answers 5969 from the drafter's uncleared view on the second (on
-    the first it answers "a password"); the verifier alone on the cleared view answers neither."""
+    """The default pair (the paper's rule with the bonus fused) on two phrasings of the question: at least one is
+    answered 5969 from the drafter's uncleared view (with the raw pair bundled + bundled-small, the second; the
+    first got "a password"); the verifier alone on the cleared view answers neither."""
     def answer(question, **settings):
         agent = cleared_handbook_agent(ChatAsymSpec(max_tokens=32, **settings), agent_example, question)
         return agent.invoke({"messages": [HumanMessage(HANDBOOK_REQUEST)]})["messages"][-1].content

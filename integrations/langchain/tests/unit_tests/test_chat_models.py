@@ -59,11 +59,12 @@ def test_construction_loads_nothing_and_validates_settings():
         ChatAsymSpec(gamma=2.0)
     with pytest.raises(ValueError, match="max_tokn"):
         ChatAsymSpec(max_tokn=3)  # a misspelt setting is an error, not silently dropped
-    default = ChatAsymSpec()  # the default pair: the bundled verifier, its matched drafter (names only: no load)
-    assert resolve_pair(default.verifier, default.drafter) == ("bundled", "bundled-small") and default._core is None
-    assert default.resolved_model_name == "SmolLM2-135M-Instruct+bundled-small"
+    default = ChatAsymSpec()  # the default pair: the tuned verifier, its matched drafter (names only: no load)
+    assert resolve_pair(default.verifier, default.drafter) == ("bundled-agent", "bundled-agent-small")
+    assert default._core is None and default.resolved_model_name == "bundled-agent+bundled-agent-small"
     assert ChatAsymSpec.bundled(fuse_bonus=False).fuse_bonus is False
     assert resolve_pair("bundled-agent", "auto") == ("bundled-agent", "bundled-agent-small")
+    assert resolve_pair("bundled", "auto") == ("bundled", "bundled-small")  # the raw model keeps its own drafter
     assert resolve_pair("some/hub-model", "auto") == ("some/hub-model", "some/hub-model")  # the identical pair
 
 

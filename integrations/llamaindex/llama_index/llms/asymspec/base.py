@@ -54,7 +54,7 @@ CHAT_OPTIONS = {"tools", "tool_choice", "parallel_tool_calls", "response_schema"
 class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
     """A drafter reads the whole conversation, a verifier a compressed memory of it; AsymSpec decoding joins them.
 
-        llm = AsymSpecLLM(max_new_tokens=256)        # the default pair: SmolLM2-135M verifying for bundled-small
+        llm = AsymSpecLLM(max_new_tokens=256)        # the default pair: bundled-agent, bundled-agent-small
         agent = FunctionAgent(tools=[...], llm=llm)
 
     `engine=` takes an already built `AsymSpecEngine` instead of names (one engine per model pair per process:
