@@ -1,15 +1,18 @@
-"""A ReAct-style LangGraph agent on ChatAsymSpec, offline on the bundled SmolLM2-135M pair.
+"""A ReAct-style LangGraph agent on ChatAsymSpec, offline on the default pair (bundled-agent, bundled-agent-small).
 
 The agent answers a question about Python by searching Python's own language reference (the `pydoc_data.topics`
-texts that ship with every CPython) twice, then answers from what it read. Tool outputs are whole reference
-sections: the drafter reads them in full, the verifier reads a BM25-compressed memory of them.
+texts that ship with every CPython), then answers from what it read: "Which exception does a failing assert
+statement raise?" -> search_python_docs -> "AssertionError". The tool output is a whole reference section: the
+drafter reads it in full, the verifier reads a BM25-compressed memory of it.
 
-A 135M model does not reliably decide by itself when to call a tool, so a small middleware sets `tool_choice`:
-"any" until the agent has made `--tool-calls` calls for this question, then "none" and a request for the answer
-(shown to the model only, not stored in the conversation). Which tool and which arguments stay the model's
-choice (grammar-constrained to the bound tools and their schemas).
+The default pair does not decide by itself to search for this question (it replies that no tool can check
+exceptions), so a small middleware sets `tool_choice`: "any" until the agent has made `--tool-calls` calls for this
+question, then "none", and the model answers from the tool's result. Which tool and which arguments stay the
+model's choice (grammar-constrained to the bound tools and their schemas). What the 135M pair cannot do yet (answer
+"What do 'break' and 'continue' do?" from two searches; answer after an added "now answer" request) is in
+docs/agents.md.
 
-    python examples/langgraph_agent.py [--question "..."] [--tool-calls 2] [--max-tokens 64]
+    python examples/langgraph_agent.py [--question "..."] [--tool-calls 1] [--max-tokens 64]
 
 Prints every step (tool calls, tool results, the answer) and a table of per-step speculation stats.
 """
@@ -31,9 +34,8 @@ from rich.table import Table
 
 from langchain_asymspec import ChatAsymSpec
 
-QUESTION = "What do the Python statements 'break' and 'continue' do? Search the Python reference for each of them."
+QUESTION = "Which exception does a failing assert statement raise?"
 SYSTEM = "You are a helpful assistant. Use the tools to look things up before answering."
-ANSWER_NOW = "Now answer my question from the search results. Write 'Final Answer:' and then one sentence."
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -50,7 +52,7 @@ def python_reference() -> dict[str, str]:
 class ReferenceSearch:
     """BM25 over the reference sections; `search(query)` returns the best `k` sections, titled, in full."""
 
-    def __init__(self, docs: dict[str, str], k: int = 2, max_chars: int = 4000):
+    def __init__(self, docs: dict[str, str], k: int = 1, max_chars: int = 4000):
         import bm25s
 
         self.titles = list(docs)
@@ -63,7 +65,8 @@ class ReferenceSearch:
     def search(self, query: str) -> str:
         import bm25s
 
-        tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
+        # words joined by "_" (models often write queries as identifiers) are looked up one by one
+        tokens = bm25s.tokenize([query.replace("_", " ")], stopwords="en", show_progress=False)
         if not tokens.ids[0]:
             return "No match: search with a keyword such as 'break' or 'yield'."
         results, _ = self.retriever.retrieve(tokens, k=self.k, show_progress=False)
@@ -110,10 +113,11 @@ def make_tools(search: ReferenceSearch) -> list:
 
 
 class ToolBudget(AgentMiddleware):
-    """Force a tool call until `calls` were made since the last user message, then forbid tools and ask for the
-    answer (sync and async agents alike)."""
+    """Force a tool call until `calls` were made since the last user message, then forbid tools (sync and async
+    agents alike). `answer_prompt`, when given, is added (for the model only, not stored) to ask for the answer;
+    the default pair answers best without one, straight after the tool's result."""
 
-    def __init__(self, calls: int, answer_prompt: str = ANSWER_NOW):
+    def __init__(self, calls: int, answer_prompt: str | None = None):
         super().__init__()
         self.calls, self.answer_prompt = calls, answer_prompt
 
@@ -131,10 +135,12 @@ class ToolBudget(AgentMiddleware):
             made += isinstance(message, ToolMessage)
         if made < self.calls:
             return request.override(tool_choice="any")
+        if self.answer_prompt is None:
+            return request.override(tool_choice="none")
         return request.override(tool_choice="none", messages=[*request.messages, HumanMessage(self.answer_prompt)])
 
 
-def build_agent(llm: ChatAsymSpec, tools: list, calls: int = 2, checkpointer=None):
+def build_agent(llm: ChatAsymSpec, tools: list, calls: int = 1, checkpointer=None):
     return create_agent(llm, tools, system_prompt=SYSTEM, middleware=[ToolBudget(calls)], checkpointer=checkpointer)
 
 
@@ -181,7 +187,7 @@ def stats_table(rows: list[dict]) -> Table:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--question", default=QUESTION)
-    parser.add_argument("--tool-calls", type=int, default=2, help="tool calls the agent makes before answering")
+    parser.add_argument("--tool-calls", type=int, default=1, help="tool calls the agent makes before answering")
     parser.add_argument("--max-tokens", type=int, default=64)
     args = parser.parse_args(argv)
 

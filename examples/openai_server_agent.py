@@ -2,11 +2,11 @@
 
 Any OpenAI client can talk to an AsymSpec pair: this example starts `asymspec serve` on 127.0.0.1 (or uses
 `--base-url` of one already running), builds `ChatOpenAI(base_url=..., model="asymspec")` and runs the same
-two-search agent. The server renders the full and compressed views, decodes with AsymSpec and returns OpenAI
+agent (one forced search, then the answer). The server renders the full and compressed views, decodes with AsymSpec and returns OpenAI
 tool calls; `usage.prompt_tokens` is what its verifier read.
 
     asymspec serve --port 8000 &                       # in another terminal, or let the example start one
-    python examples/openai_server_agent.py [--base-url http://127.0.0.1:8000/v1] [--tool-calls 2]
+    python examples/openai_server_agent.py [--base-url http://127.0.0.1:8000/v1] [--tool-calls 1]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", help="a running server's /v1 address; default: start one on 127.0.0.1")
     parser.add_argument("--question", default=QUESTION)
-    parser.add_argument("--tool-calls", type=int, default=2)
+    parser.add_argument("--tool-calls", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=64)
     args = parser.parse_args(argv)
     console = Console()

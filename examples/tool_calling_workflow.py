@@ -1,11 +1,18 @@
-"""A LangChain tool-calling workflow on ChatAsymSpec, offline on the bundled SmolLM2-135M pair.
+"""A LangChain tool-calling workflow on ChatAsymSpec, offline on the default pair (bundled-agent verifying for
+bundled-agent-small).
 
 Three steps, each one runnable:
   1. `prompt | llm.bind_tools([convert_units, calculator], tool_choice="any")` picks a tool and its arguments
-     (grammar-constrained: a bound tool's name, arguments valid under its JSON schema, unit names from the enum);
+     (grammar-constrained: a bound tool's name, arguments valid under its JSON schema: unit names from the enum,
+     an expression of numbers and operators from the calculator's pattern);
   2. the chosen tool runs, and its result goes back as a ToolMessage;
   3. `llm.with_structured_output(Answer)` turns the conversation into a typed `Answer` (Pydantic), again under a
      grammar, so the result always parses.
+
+"What is 37 * (12 + 5)?" -> calculator("37 * (12 + 5)") -> 629 -> Answer(result=629.0). A unit conversion is beyond
+the 135M pair: for "How many kilometres is 12 miles?" it calls convert_units with from_unit "km" (the enum's first
+value) in every variant tried (docs/agents.md); and with the answer's field named `value` instead of `result` it
+copies 37 from the question. `--question` runs any question through the same three steps.
 
     python examples/tool_calling_workflow.py [--question "..."]
 """
@@ -25,7 +32,7 @@ from rich.markup import escape
 
 from langchain_asymspec import ChatAsymSpec
 
-QUESTION = "How many kilometres is 12 miles?"
+QUESTION = "What is 37 * (12 + 5)?"
 FACTORS = {"km": 1000.0, "m": 1.0, "mile": 1609.344, "foot": 0.3048}
 
 
@@ -36,7 +43,15 @@ def convert_units(value: float, from_unit: Literal["km", "m", "mile", "foot"],
     return f"{value} {from_unit} = {value * FACTORS[from_unit] / FACTORS[to_unit]:.3f} {to_unit}"
 
 
-@tool
+NUMBER = r"\(*[0-9]{1,9}(\.[0-9]{1,6})?\)*"
+
+
+class Expression(BaseModel):
+    expression: str = Field(description="numbers joined by + - * / with parentheses",
+                            pattern=rf"^{NUMBER}( ?[-+*/] ?{NUMBER}){{1,8}}$")  # reaches the grammar
+
+
+@tool(args_schema=Expression)
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression such as '2 * (3 + 4)'."""
     import ast
@@ -51,9 +66,7 @@ def calculator(expression: str) -> str:
 class Answer(BaseModel):
     """The final answer to the user's question."""
 
-    value: float = Field(description="the number that answers the question")
-    unit: str = Field(description="the unit of that number")
-    sentence: str = Field(description="the answer as one short sentence")
+    result: float = Field(description="the number the tool returned")
 
 
 TOOLS = {t.name: t for t in (convert_units, calculator)}
@@ -62,7 +75,7 @@ TOOLS = {t.name: t for t in (convert_units, calculator)}
 def run(question: str, llm: ChatAsymSpec, console: Console | None = None) -> dict:
     """Run the workflow; returns the messages, the tool results and the structured answer."""
     say = console.print if console is not None else (lambda *a, **k: None)
-    prompt = ChatPromptTemplate.from_messages([("system", "You convert units with the tools."), ("human", "{question}")])
+    prompt = ChatPromptTemplate.from_messages([("system", "You answer with the tools."), ("human", "{question}")])
     pick_tool = prompt | llm.bind_tools(list(TOOLS.values()), tool_choice="any")
     ai = pick_tool.invoke({"question": question})
     say(f"[bold]1. tool call[/bold] {escape(str(ai.tool_calls))}  {_stats(ai)}")

@@ -146,6 +146,8 @@ def test_retrieval_example_runs_in_under_three_minutes(retrieval_example, index,
     assert time.perf_counter() - started < 150
     assert out.count("\nQ: ") == len(retrieval_example.QUESTIONS) and out.count("  source: reference: ") >= 3
     assert out.count("compressed (verifier)") == len(retrieval_example.QUESTIONS) and "in full view True" in out
+    for question, _, answer in retrieval_example.QUESTIONS:  # each answer is right: it states the word asked for
+        assert answer in answer_to(out, question), out
     print(out)
 
 
@@ -157,7 +159,15 @@ def test_agent_example_runs_in_under_three_minutes(agent_example, capsys):
     expressions = re.findall(r"tool calculator\(\{'expression': '([^']*)'\}\)", out)
     assert expressions and all(re.fullmatch(agent_example.EXPRESSION, e) for e in expressions)  # grammar: the pattern
     assert "tool search_python_docs({'query': " in out and out.count("acceptance") >= 2
+    for question, answer in agent_example.QUESTIONS:  # each answer is right ("629", "AssertionError")
+        assert answer in answer_to(out, question), out
     print(out)
+
+
+def answer_to(out: str, question: str) -> str:
+    """The "A: ..." line an example printed for `question`."""
+    block = out.split(f"Q: {question}\n", 1)[1]
+    return next(line for line in block.splitlines() if line.startswith("A: "))
 
 
 def test_the_heterogeneous_pair_completes_through_the_bridge():

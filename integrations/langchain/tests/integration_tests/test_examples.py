@@ -22,10 +22,11 @@ def run_example(name: str, *args: str, timeout: int = 180) -> tuple[str, float]:
     return out.stdout, time.perf_counter() - started
 
 
-def test_langgraph_agent_example_prints_two_tool_calls_an_answer_and_the_stats_table():
+def test_langgraph_agent_example_searches_answers_right_and_prints_the_stats_table():
     stdout, seconds = run_example("langgraph_agent.py")
-    assert stdout.count(" calls search_python_docs(") + stdout.count(" calls calculator(") == 2, stdout
-    assert stdout.count(" returned ") == 2 and " answers: " in stdout
+    assert stdout.count(" calls search_python_docs(") == 1 and stdout.count(" returned ") == 1, stdout
+    answer = stdout.split(" answers: ")[1].split("\n\n")[0]
+    assert "AssertionError" in answer, stdout  # the reference's answer, read from the tool's result
     assert "ChatAsymSpec per-step speculation stats" in stdout and "dec (slot 0)" in stdout
     table = stdout[stdout.index("ChatAsymSpec per-step speculation stats"):]
     assert max(len(line) for line in table.splitlines()) <= 80
@@ -43,10 +44,10 @@ def test_demo_answers_one_question_four_ways_in_an_80_column_table():
     assert max(len(line) for line in stdout.splitlines()) <= 80
 
 
-def test_tool_calling_workflow_example_prints_a_tool_call_its_result_and_a_structured_answer():
+def test_tool_calling_workflow_example_calls_the_calculator_and_answers_right():
     stdout, seconds = run_example("tool_calling_workflow.py")
-    assert "1. tool call [{'name': " in stdout and "2. " in stdout and " returned " in stdout
-    assert "3. structured answer Answer(value=" in stdout, stdout
+    assert "1. tool call [{'name': 'calculator', 'args': {'expression': '37 * (12 + 5)'}" in stdout, stdout
+    assert "2. calculator returned '629'" in stdout and "3. structured answer Answer(result=629.0)" in stdout, stdout
     assert seconds < 180
 
 
@@ -54,6 +55,7 @@ def test_openai_server_example_runs_the_agent_on_chat_openai_against_a_real_serv
     stdout, _ = run_example("openai_server_agent.py", timeout=300)
     assert "starting asymspec serve on 127.0.0.1" in stdout and "model calls " in stdout, stdout
     assert "model answers: " in stdout and "server cache pool:" in stdout
+    assert "AssertionError" in stdout.split("model answers: ")[1].split("\n\n")[0], stdout  # right over HTTP too
     table = stdout[stdout.index("ChatOpenAI usage per step"):stdout.index("total ")]
     assert max(len(line) for line in table.splitlines()) <= 80
 

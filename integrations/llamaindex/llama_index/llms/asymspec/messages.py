@@ -54,7 +54,16 @@ def to_tool_spec(tool: Any) -> ToolSpec:
     if metadata is None or not hasattr(metadata, "get_parameters_dict"):
         raise InvalidInputError(f"A tool is a {type(tool).__name__}; pass a LlamaIndex tool (FunctionTool, "
                                 "QueryEngineTool, ...), a ToolSpec or an OpenAI-style dict.")
-    return ToolSpec(metadata.get_name(), metadata.description or "", metadata.get_parameters_dict())
+    name = metadata.get_name()
+    return ToolSpec(name, _without_signature(name, metadata.description or ""), metadata.get_parameters_dict())
+
+
+def _without_signature(name: str, description: str) -> str:
+    """The description without the Python signature `FunctionTool.from_defaults` puts on its first line
+    ("name(query: typing.Annotated[str, FieldInfo(...)]) -> str"): both views render the tool's signature from its
+    schema already, and a small model copies that line's text into its arguments."""
+    first, newline, rest = description.partition("\n")
+    return rest.strip() if newline and first.startswith(f"{name}(") else description
 
 
 def to_passages(items: Sequence[Any] | None) -> list[Passage]:
