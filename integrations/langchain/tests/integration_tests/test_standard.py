@@ -1,5 +1,5 @@
-"""LangChain's standard integration tests for chat models (langchain-tests) on the tuned bundled model, paired with
-itself.
+"""LangChain's standard integration tests for chat models (langchain-tests) on the default pair (bundled-agent
+verifying for bundled-agent-small).
 
 Media the text-only pair cannot read (images, PDFs, audio, video) is declared unsupported through the suite's
 capability properties; everything else runs as the suite defines it.
@@ -20,9 +20,9 @@ class TestChatAsymSpecStandard(ChatModelIntegrationTests):
 
     @property
     def chat_model_params(self) -> dict:
-        # bundled-agent: the raw SmolLM2-135M-Instruct never chooses to call a tool under tool_choice="auto", so it
-        # failed test_agent_loop; the tuned model decides by itself (docs/agents.md)
-        return {"verifier": "bundled-agent", "drafter": "bundled-agent", "max_tokens": 64}
+        # the default pair: its verifier, tuned to act as an agent, decides by itself to call a tool, which
+        # test_agent_loop needs (the raw SmolLM2-135M-Instruct never calls one under "auto"; docs/agents.md)
+        return {"max_tokens": 64}
 
     @property
     def has_tool_choice(self) -> bool:
