@@ -6,9 +6,9 @@ bundled-agent-small).
 
 The only AsymSpec-specific line is the model object. `initial_tool_choice="required"` makes the first step a
 tool call (grammar-constrained: the name is one of the tools, the arguments valid JSON of its schema; the
-calculator's pattern asks for at least one operator): the pair calls the calculator by itself for the arithmetic
-question, but for the reference question it replies that no tool can check exceptions unless the first call is
-required. The agent then runs as usual. Prints every tool call and result, the answer, and the speculation stats
+calculator's pattern asks for at least one operator). Under "auto" the pair calls the calculator by itself for the
+arithmetic question, but asked the reference question it replies that no tool can check exceptions (as it does in
+examples/langgraph_agent.py), hence the required first call. The agent then runs as usual. Prints every tool call and result, the answer, and the speculation stats
 of each LLM step; both answers are right ("629", "AssertionError"). Still beyond the 135M pair: answering "What
 does the nonlocal statement do?" from a search (it searches again and again), see docs/agents.md.
 """
