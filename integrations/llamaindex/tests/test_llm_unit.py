@@ -119,6 +119,13 @@ def test_function_tools_become_tool_specs_with_their_json_schema():
     assert spec.parameters["properties"]["city"]["type"] == "string" and spec.parameters["required"] == ["city"]
 
 
+def test_a_description_the_user_wrote_is_kept_whole():
+    written = FunctionTool.from_defaults(get_weather, description="get_weather(city) looks up the sky.\nCity names only.")
+    assert to_tool_spec(written).description == "get_weather(city) looks up the sky.\nCity names only."
+    assert to_tool_spec(FunctionTool.from_defaults(get_time, description="The time.")).description == "The time."
+    assert to_tool_spec(FunctionTool.from_defaults(lambda: 1, name="one")).description == ""  # only a signature
+
+
 def test_a_tool_whose_schema_does_not_validate_is_rejected_with_its_name(llm):
     bad = {"type": "function", "function": {"name": "bad", "parameters": {"type": "object", "required": ["x"]}}}
     with pytest.raises(InvalidToolSchemaError, match="'bad'.*not in its properties"):

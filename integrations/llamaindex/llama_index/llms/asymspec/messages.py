@@ -4,6 +4,7 @@ responses (text, tool calls, usage, speculation stats) out."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Sequence
 
 from llama_index.core.base.llms.types import (ChatMessage, ChatResponse, ImageBlock, MessageRole, TextBlock,
@@ -62,8 +63,8 @@ def _without_signature(name: str, description: str) -> str:
     """The description without the Python signature `FunctionTool.from_defaults` puts on its first line
     ("name(query: typing.Annotated[str, FieldInfo(...)]) -> str"): both views render the tool's signature from its
     schema already, and a small model copies that line's text into its arguments."""
-    first, newline, rest = description.partition("\n")
-    return rest.strip() if newline and first.startswith(f"{name}(") else description
+    first, _, rest = description.partition("\n")
+    return rest.strip() if re.fullmatch(rf"{re.escape(name)}\(.*\)( -> .+)?", first) else description
 
 
 def to_passages(items: Sequence[Any] | None) -> list[Passage]:
