@@ -4,13 +4,14 @@ bundled-agent-small).
 
     python examples/llamaindex_agent.py [--max-new-tokens 64]
 
-The only AsymSpec-specific line is the model object. `initial_tool_choice="required"` makes the first step a
-tool call (grammar-constrained: the name is one of the tools, the arguments valid JSON of its schema; the
-calculator's pattern asks for at least one operator). Under "auto" the pair calls the calculator by itself for the
-arithmetic question, but asked the reference question it replies that no tool can check exceptions (as it does in
-examples/langgraph_agent.py), hence the required first call. The agent then runs as usual. Prints every tool call and result, the answer, and the speculation stats
-of each LLM step; both answers are right ("629", "AssertionError"). Still beyond the 135M pair: answering "What
-does the nonlocal statement do?" from a search (it searches again and again), see docs/agents.md.
+The only AsymSpec-specific line is the model object. `initial_tool_choice="required"` makes the first step a tool
+call (grammar-constrained: the name is one of the tools, the arguments valid JSON of its schema; the calculator's
+pattern asks for at least one operator). Under "auto" the pair calls the calculator by itself for the arithmetic
+question, but asked the reference question it replies that no tool can check exceptions (as it does in
+examples/langgraph_agent.py), hence the required first call. The agent then runs as usual. Prints every tool call
+and result, the answer, and the speculation stats of each LLM step; both answers are right ("629",
+"AssertionError"). Still beyond the 135M pair: answering "What does the nonlocal statement do?" from a search (it
+searches again and again), see docs/agents.md.
 """
 
 import argparse
@@ -42,7 +43,8 @@ def make_tools():
     def search_python_docs(query: Annotated[str, Field(description="Keywords to look up, e.g. 'with statement'")]) -> str:
         """Search the Python language reference for a keyword, e.g. 'yield'; returns the best-matching section."""
         words = query.replace("_", " ")  # models often write queries as identifiers ("failing_assert")
-        found, _ = index.retrieve(bm25s.tokenize([words], stopwords="en", show_progress=False), k=1, show_progress=False)
+        found, _ = index.retrieve(bm25s.tokenize([words], stopwords="en", show_progress=False), k=1,
+                                  show_progress=False)
         key = keys[found[0][0]]
         return f"[{key}]\n{topics[key][:1200]}"
 

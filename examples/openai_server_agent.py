@@ -1,9 +1,9 @@
 """The LangGraph agent of langgraph_agent.py on LangChain's stock `ChatOpenAI`, pointed at `asymspec serve`.
 
 Any OpenAI client can talk to an AsymSpec pair: this example starts `asymspec serve` on 127.0.0.1 (or uses
-`--base-url` of one already running), builds `ChatOpenAI(base_url=..., model="asymspec")` and runs the same
-agent (one forced search, then the answer). The server renders the full and compressed views, decodes with AsymSpec and returns OpenAI
-tool calls; `usage.prompt_tokens` is what its verifier read.
+`--base-url` of one already running), builds `ChatOpenAI(base_url=..., model="asymspec")` and runs the same agent
+(one forced search, then the answer). The server renders the full and compressed views, decodes with AsymSpec and
+returns OpenAI tool calls; `usage.prompt_tokens` is what its verifier read.
 
     asymspec serve --port 8000 &                       # in another terminal, or let the example start one
     python examples/openai_server_agent.py [--base-url http://127.0.0.1:8000/v1] [--tool-calls 1]
