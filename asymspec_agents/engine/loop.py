@@ -327,7 +327,7 @@ class DecodingLoop:
 
     @staticmethod
     def _masked(row: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        return row if allowed is None else row.masked_fill(~allowed, float("-inf"))
+        return row if allowed is None else row.masked_fill(~allowed.to(row.device), float("-inf"))
 
     def _advance(self, token: int) -> int:
         """Move the grammar state over a drafted or committed token; returns the token."""

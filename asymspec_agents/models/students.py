@@ -93,12 +93,13 @@ def apply_delta(student, delta: dict[str, torch.Tensor], spec: StudentSpec) -> N
         for name, tensor in delta.items():
             if name.endswith(".lora_A"):
                 target = name[: -len(".lora_A")]
-                params[target] += scale * (delta[target + ".lora_B"].float() @ tensor.float()).to(params[target].dtype)
+                update = delta[target + ".lora_B"].float() @ tensor.float()
+                params[target] += scale * update.to(params[target].device, params[target].dtype)
             elif not name.endswith(".lora_B"):
                 if name not in params:
                     raise ModelLoadError(f"the delta names {name!r}, which this student does not have; was it trained "
                                          "for another verifier or layer spec?")
-                params[name].copy_(tensor.to(params[name].dtype))
+                params[name].copy_(tensor.to(params[name].device, params[name].dtype))
 
 
 def assemble_student(verifier, folder: str | Path):

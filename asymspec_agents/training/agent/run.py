@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--examples", type=int, default=1200, help="training conversations")
     parser.add_argument("--reads", type=int, default=240, help="training conversations over documents and tool "
                         "outputs, with the raw model's own replies")
+    parser.add_argument("--near-misses", type=float, default=0.0,
+                        help="share of conversations whose offered tools are near the question's topic but none fits "
+                             "(taken from the off-topic share, 0.22; default 0, the shipped bundled-agent's recipe)")
     parser.add_argument("--dev", type=int, default=80, help="held-out conversations for the report")
     parser.add_argument("--dev-reads", type=int, default=24, help="held-out readings for the report")
     parser.add_argument("--rank", type=int, default=16, help="LoRA rank")
@@ -65,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--accumulate", type=int, default=8, help="conversations per optimizer step")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--device", default="cpu", help="where to train and evaluate: cpu (default) or cuda; the "
+                        "delta is the same file either way")
     parser.add_argument("--out", default="runs/agent", help="output folder (student.json, delta, report, loss plot)")
     return parser
 
@@ -81,7 +86,7 @@ def run(args: argparse.Namespace) -> dict:
         torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_model(args.verifier)
+    model, tokenizer = load_model(args.verifier, device=args.device)
     layers = model.config.num_hidden_layers
     spec = StudentSpec(trunk=0, top=tuple(range(layers)), rank=args.rank, alpha=args.alpha,
                        extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
@@ -91,10 +96,10 @@ def run(args: argparse.Namespace) -> dict:
     train_questions, dev_questions = split_questions()
     answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
     read_answers = ReadAnswers(model, tokenizer, out / "read_answers.json")
-    train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers)
+    train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers, args.near_misses)
     # readings draw from their own seeds: adding them leaves the other conversations as they were
     train_set += readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)
-    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers)
+    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, args.near_misses)
     dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]
@@ -189,6 +194,7 @@ def train(model, spec, rendered: list, out: Path, args) -> dict:
 
     torch.manual_seed(args.seed)
     student = trainable_student(model, spec).train()
+    device = next(student.parameters()).device
     params = [p for p in student.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     total_steps = math.ceil(args.epochs * len(rendered) / args.accumulate)
@@ -204,10 +210,11 @@ def train(model, spec, rendered: list, out: Path, args) -> dict:
             example = rendered[index]
             # the head runs only where a target token is predicted: the vocabulary projection of every prompt
             # position would cost more than the adapter's gradients
-            targets = torch.tensor([j for start, end in example.spans for j in range(start, end)])
-            hidden = student.model(input_ids=torch.tensor([example.ids]), use_cache=False).last_hidden_state[0]
+            targets = torch.tensor([j for start, end in example.spans for j in range(start, end)], device=device)
+            ids = torch.tensor(example.ids, device=device)
+            hidden = student.model(input_ids=ids[None], use_cache=False).last_hidden_state[0]
             logits = student.lm_head(hidden[targets - 1]).float()
-            loss = torch.nn.functional.cross_entropy(logits, torch.tensor(example.ids)[targets], reduction="sum")
+            loss = torch.nn.functional.cross_entropy(logits, ids[targets], reduction="sum")
             count = len(targets)
             (loss / count / args.accumulate).backward()
             running, tokens = running + float(loss.detach()), tokens + count
@@ -222,7 +229,7 @@ def train(model, spec, rendered: list, out: Path, args) -> dict:
             bar.update()
     bar.close()
     # float16 halves the file (30 layers of factors); merged in float32 on load, the error is far below training's
-    save_file({name: tensor.half() for name, tensor in delta_of(student, spec).items()}, str(out / DELTA_FILE))
+    save_file({name: tensor.half().cpu() for name, tensor in delta_of(student, spec).items()}, str(out / DELTA_FILE))
     (out / SPEC_FILE).write_text(spec.to_json())
     return history
 

@@ -8,6 +8,8 @@ Kinds (each a whole conversation; every assistant turn in it is a training targe
 - `error`: the tool fails -> the answer says what failed, without inventing a value;
 - `offtopic`: the question needs a tool that is not offered (only tools of other domains are) -> a plain reply that
   no available tool can do it, and no call;
+- `nearmiss`: the same, but the tools offered are near the question's topic (its own domain or a neighbouring one:
+  a circle's area asked, a rectangle's perimeter and a hypotenuse offered) -> the same reply, and no call;
 - `general`: a question no tool is for -> the raw model's own answer (`answers` supplies it), and no call;
 - `readings` (its own builder): a question over documents or over a search tool's long output (the distillation
   recipe's docstring haystacks: `passage`, `plain`, `tool_result`) -> the raw model's own reply in the same view, so
@@ -29,7 +31,12 @@ from ...context import AssistantMessage, CompressionPolicy, DualContext, ToolCal
 from ...errors import InvalidInputError
 from .catalogue import COUNTRIES, GENERAL_QUESTIONS, TOOLS, Tool
 
-KINDS = {"call": 0.40, "parallel": 0.06, "chain": 0.06, "error": 0.06, "offtopic": 0.22, "general": 0.20}
+KINDS = {"call": 0.40, "parallel": 0.06, "chain": 0.06, "error": 0.06, "offtopic": 0.22, "nearmiss": 0.0,
+         "general": 0.20}  # nearmiss takes its share from offtopic's (`conversations`' near_misses)
+# domains near one another: a tool of one is a plausible, wrong, pick for a question of another
+NEIGHBOURS = ({"math", "physics", "finance", "health", "units"}, {"weather", "geography", "time", "travel", "calendar"},
+              {"shopping", "food", "media", "sports"}, {"text", "messages", "home"})
+GENERIC = {"calculate"}  # tools that could answer many questions of their domain: never offered as a near miss
 CHAINS = (("country_capital", "get_current_weather", "city"), ("country_capital", "city_population", "city"),
           ("country_capital", "local_time", "city"))
 ERRORS = ("service unavailable (HTTP 503)", "timeout after 30 s", "rate limit exceeded", "not found")
@@ -66,11 +73,15 @@ def split_questions(dev: int = 6) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def conversations(count: int, seed: int, tools: list[Tool], questions,
-                  answer: Callable[[str], str | None]) -> list[Conversation]:
+                  answer: Callable[[str], str | None], near_misses: float = 0.0) -> list[Conversation]:
     """`count` conversations of the kinds in `KINDS` (their shares), from `tools` and general `questions`, whose
-    replies `answer(question)` gives (the raw model's own; None: that question is not used)."""
+    replies `answer(question)` gives (the raw model's own; None: that question is not used). `near_misses` of them
+    are nearmiss conversations, taken from offtopic's share (0: the same conversations as before the kind existed)."""
+    if not 0 <= near_misses <= KINDS["offtopic"]:
+        raise InvalidInputError(f"near_misses must lie in [0, {KINDS['offtopic']}] (offtopic's share), not {near_misses}.")
     rng = Random(seed)
-    kinds, weights = zip(*KINDS.items())
+    shares = {**KINDS, "offtopic": KINDS["offtopic"] - near_misses, "nearmiss": near_misses}
+    kinds, weights = zip(*shares.items())
     by_name = {t.name: t for t in tools}
     chains = [c for c in CHAINS if c[0] in by_name and c[1] in by_name]
     answered = None  # the questions with a reply, asked for once a general conversation is first drawn
@@ -151,10 +162,11 @@ def _general(rng: Random, tools: list[Tool], questions: list[str], answer) -> Co
 
 def _build(kind: str, rng: Random, tools: list[Tool], chains) -> Conversation:
     view = rng.choice(["full", "comp"])
-    if kind == "offtopic":
-        asked = rng.choice(tools)
-        others = [t for t in tools if t.domain not in (asked.domain, "search")]
-        offered = rng.sample(others, rng.randint(1, 4))
+    if kind in ("offtopic", "nearmiss"):
+        asked = rng.choice([t for t in tools if kind == "offtopic" or _near(t, tools)])
+        others = _near(asked, tools) if kind == "nearmiss" else [
+            t for t in tools if t.domain not in (asked.domain, "search")]
+        offered = rng.sample(others, rng.randint(1, min(4, len(others))))
         question, _ = _ask(asked, rng)
         reply = rng.choice([f"None of the available tools can {asked.task}, so I can't answer that with them.",
                             f"No tool offered here can {asked.task}.",
@@ -213,6 +225,12 @@ def _conversation(kind, rng, offered: list[Tool], names: dict, messages, view, c
     names = names or _names(rng, offered)
     return Conversation(kind, messages, [t.spec(rng, names[t.name]) for t in offered], view,
                         {"calls": [{"name": n, "arguments": a} for n, a in calls]})
+
+
+def _near(asked: Tool, tools: list[Tool]) -> list[Tool]:
+    """Tools near `asked`'s topic that cannot answer its questions: its domain's others and its neighbours'."""
+    group = next((g for g in NEIGHBOURS if asked.domain in g), {asked.domain})
+    return [t for t in tools if t.domain in group and t.name != asked.name and t.name not in GENERIC]
 
 
 def _offered(rng: Random, tools: list[Tool], needed: list[Tool]) -> list[Tool]:

@@ -47,8 +47,10 @@ class LoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, rank: int, alpha: float):
         super().__init__()
         self.base, self.scale = base, alpha / rank
-        self.lora_A = nn.Parameter(torch.randn(rank, base.in_features, dtype=base.weight.dtype) / math.sqrt(base.in_features))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
+        # drawn on the CPU whatever the device, so a seed gives the same start on a GPU
+        start = torch.randn(rank, base.in_features, dtype=base.weight.dtype) / math.sqrt(base.in_features)
+        self.lora_A = nn.Parameter(start.to(base.weight.device))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype, device=base.weight.device))
 
     def forward(self, x):
         return self.base(x) + self.scale * ((x @ self.lora_A.T) @ self.lora_B.T)

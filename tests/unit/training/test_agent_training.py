@@ -9,12 +9,13 @@ from dataclasses import replace
 import pytest
 
 from asymspec_agents.context import DualContext, ToolResult, parse_tool_calls
+from asymspec_agents.errors import InvalidInputError
 from asymspec_agents.models.students import assemble_student
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
 from asymspec_agents.training.agent.catalogue import TOOLS
 from asymspec_agents.training.agent.run import _value_in, train
-from asymspec_agents.training.agent.transcripts import (KINDS, conversations, readings, render, split_questions,
-                                                         split_tools)
+from asymspec_agents.training.agent.transcripts import (GENERIC, KINDS, NEIGHBOURS, conversations, readings, render,
+                                                         split_questions, split_tools)
 
 def ANSWERS(question: str) -> str:  # noqa: N802 (stands where the raw model's replies go)
     return f"A reply to: {question}"
@@ -24,7 +25,7 @@ def ANSWERS(question: str) -> str:  # noqa: N802 (stands where the raw model's r
 def data():
     train_tools, dev_tools = split_tools()
     train_questions, dev_questions = split_questions()
-    return (conversations(300, 0, train_tools, train_questions, ANSWERS),
+    return (conversations(300, 0, train_tools, train_questions, ANSWERS, near_misses=0.12),
             conversations(60, 10_000, dev_tools, dev_questions, ANSWERS), train_tools, dev_tools)
 
 
@@ -63,6 +64,34 @@ def test_every_kind_is_built_and_calls_are_expected_only_where_a_tool_fits(data)
             assert call["name"] in _offered(c)
         if c.kind == "offtopic":  # the tool the question needs is not offered, nor any of its domain
             assert not c.messages[1].tool_calls
+
+
+def test_no_tool_replies_offer_other_domains_or_near_misses_never_the_tool_asked_for(data):
+    train_set, _, train_tools, _ = data
+    for c in (c for c in train_set if c.kind in ("offtopic", "nearmiss")):
+        asked = [t for t in train_tools if t.task in c.messages[1].content]
+        assert len(asked) == 1, c.messages[1].content  # the reply names what the missing tool would do
+        asked = asked[0]
+        offered = [t for t in train_tools if _offered(c) & _variants([t])]
+        assert offered and asked not in offered and not c.messages[1].tool_calls
+        if c.kind == "offtopic":
+            assert all(t.domain not in (asked.domain, "search") for t in offered)
+        else:  # near the question's topic: its domain or a neighbouring one, never a tool that does everything
+            group = next((g for g in NEIGHBOURS if asked.domain in g), {asked.domain})
+            assert all(t.domain in group and t.name not in GENERIC for t in offered)
+    assert sum(c.kind == "nearmiss" for c in train_set) >= 0.05 * len(train_set)
+
+
+def test_near_misses_replace_off_topic_conversations_and_default_to_none(data):
+    """near_misses=0 (the default) draws what the recipe drew before the kind existed (the shipped adapter stays
+    reproducible); with them, the first conversations are the same until an off-topic draw becomes a near miss."""
+    train_tools, train_questions = data[2], split_questions()[0]
+    plain = conversations(300, 0, train_tools, train_questions, ANSWERS)
+    assert "nearmiss" not in {c.kind for c in plain}
+    first = next(i for i, c in enumerate(data[0]) if c.kind == "nearmiss")
+    assert plain[first].kind == "offtopic" and plain[:first] == data[0][:first]
+    with pytest.raises(InvalidInputError, match="near_misses"):
+        conversations(10, 0, train_tools, train_questions, ANSWERS, near_misses=0.3)
 
 
 def test_argument_values_are_stated_in_the_question(data):
