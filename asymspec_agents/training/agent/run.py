@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     parser.add_argument("--device", default="cpu", help="where to train and evaluate: cpu (default) or cuda; the "
-                        "delta is the same file either way")
+                        "delta has the same format either way")
     parser.add_argument("--out", default="runs/agent", help="output folder (student.json, delta, report, loss plot)")
     return parser
 

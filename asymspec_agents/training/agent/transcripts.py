@@ -78,7 +78,8 @@ def conversations(count: int, seed: int, tools: list[Tool], questions,
     replies `answer(question)` gives (the raw model's own; None: that question is not used). `near_misses` of them
     are nearmiss conversations, taken from offtopic's share (0: the same conversations as before the kind existed)."""
     if not 0 <= near_misses <= KINDS["offtopic"]:
-        raise InvalidInputError(f"near_misses must lie in [0, {KINDS['offtopic']}] (offtopic's share), not {near_misses}.")
+        raise InvalidInputError(f"near_misses must lie in [0, {KINDS['offtopic']}] (offtopic's share), "
+                                f"not {near_misses}.")
     rng = Random(seed)
     shares = {**KINDS, "offtopic": KINDS["offtopic"] - near_misses, "nearmiss": near_misses}
     kinds, weights = zip(*shares.items())

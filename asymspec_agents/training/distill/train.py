@@ -50,7 +50,8 @@ class LoRALinear(nn.Module):
         # drawn on the CPU whatever the device, so a seed gives the same start on a GPU
         start = torch.randn(rank, base.in_features, dtype=base.weight.dtype) / math.sqrt(base.in_features)
         self.lora_A = nn.Parameter(start.to(base.weight.device))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype, device=base.weight.device))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype,
+                                               device=base.weight.device))
 
     def forward(self, x):
         return self.base(x) + self.scale * ((x @ self.lora_A.T) @ self.lora_B.T)
