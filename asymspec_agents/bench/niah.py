@@ -150,8 +150,10 @@ def merge(paths: list[str]) -> dict:
     """One result from runs of one grid made in separate processes (to use more cores), each over other items
     (lengths or needles); a stopped run adds the items it finished. `missing`: the items of the joined grid no run
     finished."""
-    parts = [json.loads((Path(p) / "results.json").read_text()) for p in paths]
-    first = parts[0]
+    if absent := [p for p in paths if not (Path(p) / "results.json").is_file()]:
+        raise SystemExit(f"no results.json in {', '.join(absent)}: a run writes it once its first item is done")
+    parts = [{"delta_source": "contrast", **json.loads((Path(p) / "results.json").read_text())} for p in paths]
+    first = parts[0]  # (runs written before --delta-source existed used the contrast)
     for part in parts[1:]:
         for key in ("verifier", "drafter", "quick", "delta_source"):
             if part.get(key) != first.get(key):
@@ -294,13 +296,13 @@ def render_markdown(results: dict) -> str:
     unfinished = (f" Not run: {len(missing)} of the grid's items ({', '.join(missing[:3])}"
                   f"{', …' * (len(missing) > 3)})." if missing
                   else "" if results.get("done", True) else " Stopped before the end.")
-    processes = f"{results['parts']} processes" if "parts" in results else "one process"
+    processes = f"process-hours ({results['parts']} processes)" if results.get("parts", 1) > 1 else "h (one process)"
     source = results.get("delta_source", "contrast")
     lines = [f"# Needle in a haystack on Paul Graham's essays ({results['date']}, `{results['verifier']}` verifying, "
              f"`{results['drafter']}` drafting{', quick grid' if results['quick'] else ''}"
              f"{'' if source == 'contrast' else ', δ = ' + source})\n",
              f"Lengths {', '.join(map(str, grid['lengths']))} tokens; depths {', '.join(map(str, grid['depths']))}%; "
-             f"needles {', '.join(grid['needles'])}; {decoded} replies decoded in {results['hours']:.1f} h of "
+             f"needles {', '.join(grid['needles'])}; {decoded} replies decoded in {results['hours']:.1f} "
              f"{processes} ({len(results['records'])} records: a "
              "reply that reads only the full view, the Ceiling's and the drafter's alone, is filed under every "
              f"compression).{unfinished} "

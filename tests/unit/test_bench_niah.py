@@ -93,7 +93,7 @@ def test_runs_over_other_items_merge_into_one_result(tmp_path):
     assert merged["grid"]["lengths"] == [1000, 2000, 3000] and len(merged["records"]) == 6
     assert merged["hours"] == 1.0 and merged["done"] and merged["missing"] == []
     assert {row["system"]: row["accuracy"] for row in merged["summary"]} == {"floor": 0.0, "ceiling": 1.0}
-    assert "6 replies decoded in 1.0 h of 2 processes" in niah.render_markdown(merged)
+    assert "6 replies decoded in 1.0 process-hours (2 processes)" in niah.render_markdown(merged)
     # a stopped run over two needles and one over the rest of the needles: every item, once
     merged = niah.merge([_part(tmp_path / "c", [1000], needles=("code", "name"), done=False),
                          _part(tmp_path / "d", [2000], needles=("sandwich",))])
@@ -125,3 +125,9 @@ def test_results_are_json_with_one_record_per_line(tmp_path):
     lines = [line.strip().rstrip(",") for line in text.splitlines()]
     assert [niah.json.loads(line) for line in lines if line.startswith('{"system"')] == results["records"]
     assert "ratio β=1" in text  # written as it reads, not escaped
+
+
+def test_merging_a_folder_without_results_says_so(tmp_path):
+    (tmp_path / "b").mkdir()
+    with pytest.raises(SystemExit, match=r"no results.json in .*b: a run writes it once its first item is done"):
+        niah.merge([_part(tmp_path / "a", [1000]), str(tmp_path / "b")])
