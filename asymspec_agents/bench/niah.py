@@ -303,9 +303,8 @@ def render_markdown(results: dict) -> str:
              f"{'' if source == 'contrast' else ', δ = ' + source})\n",
              f"Lengths {', '.join(map(str, grid['lengths']))} tokens; depths {', '.join(map(str, grid['depths']))}%; "
              f"needles {', '.join(grid['needles'])}; {decoded} replies decoded in {results['hours']:.1f} "
-             f"{processes} ({len(results['records'])} records: a "
-             "reply that reads only the full view, the Ceiling's and the drafter's alone, is filed under every "
-             f"compression).{unfinished} "
+             f"{processes}; {len(results['records'])} records, as the Ceiling's and the drafter's replies, which "
+             f"read only the full view, are filed under every compression.{unfinished} "
              "A reply is right when it holds every key fact of its needle. Intervals: 95% (Wilson for accuracy, "
              "paired bootstrap for the gap closed); FLOPs: verifier + drafter per reply, against the Ceiling's.\n"]
     header = ["needles", "compression", "system", "accuracy", "gap closed", "FLOPs x Ceiling", "time x Ceiling"]

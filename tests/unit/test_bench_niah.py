@@ -93,7 +93,7 @@ def test_runs_over_other_items_merge_into_one_result(tmp_path):
     assert merged["grid"]["lengths"] == [1000, 2000, 3000] and len(merged["records"]) == 6
     assert merged["hours"] == 1.0 and merged["done"] and merged["missing"] == []
     assert {row["system"]: row["accuracy"] for row in merged["summary"]} == {"floor": 0.0, "ceiling": 1.0}
-    assert "6 replies decoded in 1.0 process-hours (2 processes)" in niah.render_markdown(merged)
+    assert "6 replies decoded in 1.0 process-hours (2 processes); 6 records" in niah.render_markdown(merged)
     # a stopped run over two needles and one over the rest of the needles: every item, once
     merged = niah.merge([_part(tmp_path / "c", [1000], needles=("code", "name"), done=False),
                          _part(tmp_path / "d", [2000], needles=("sandwich",))])
