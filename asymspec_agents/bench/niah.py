@@ -136,10 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 "hours": (time.time() - started) / 3600, "done": done, "records": records}
 
     def checkpoint(records: list[dict]) -> None:  # the records so far, not summarized: --parts reads them
-        out.mkdir(parents=True, exist_ok=True)
-        partial = out / "results.json.part"  # then renamed: a run stopped while writing leaves the last whole file
-        partial.write_text(dumps(results(records, False)))
-        partial.replace(out / "results.json")
+        save(results(records, False), out)
 
     records = run_grid(engine, grid, checkpoint)
     write_results({**results(records, True), "summary": summarize(records, [s.name for s in grid.systems])}, out)
@@ -156,8 +153,8 @@ def merge(paths: list[str]) -> dict:
     first = parts[0]  # (runs written before --delta-source existed used the contrast)
     for part in parts[1:]:
         for key in ("verifier", "drafter", "quick", "delta_source"):
-            if part.get(key) != first.get(key):
-                raise SystemExit(f"cannot merge runs with different {key}: {first.get(key)!r} and {part.get(key)!r}")
+            if part[key] != first[key]:
+                raise SystemExit(f"cannot merge runs with different {key}: {first[key]!r} and {part[key]!r}")
         for key in ("depths", "settings", "systems"):
             if part["grid"][key] != first["grid"][key]:
                 raise SystemExit(f"cannot merge runs with different {key}: {first['grid'][key]} and "
@@ -275,11 +272,18 @@ def cell_scores(records: list[dict], system: str, compressor: str, ratio: int) -
 
 
 def write_results(results: dict, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(dumps(results))
+    save(results, out)
     (out / "results.md").write_text(render_markdown(results))
     plot(results, out)
     print((out / "results.md").read_text())
+
+
+def save(results: dict, out: Path) -> None:
+    """results.json, whole or not at all: written beside and renamed, so a run stopped while writing keeps the last."""
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "results.json.part"
+    partial.write_text(dumps(results))
+    partial.replace(out / "results.json")
 
 
 def dumps(results: dict) -> str:
