@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--near-misses", type=float, default=0.0,
                         help="share of conversations whose offered tools are near the question's topic but none fits "
                              "(taken from the off-topic share, 0.22; default 0, the shipped bundled-agent's recipe)")
+    parser.add_argument("--twins", type=float, default=0.0,
+                        help="share of conversations offering a tool asked, with its own argument values, for what "
+                             "it does not do (also taken from the off-topic share; default 0)")
     parser.add_argument("--dev", type=int, default=80, help="held-out conversations for the report")
     parser.add_argument("--dev-reads", type=int, default=24, help="held-out readings for the report")
     parser.add_argument("--rank", type=int, default=16, help="LoRA rank")
@@ -96,10 +99,11 @@ def run(args: argparse.Namespace) -> dict:
     train_questions, dev_questions = split_questions()
     answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
     read_answers = ReadAnswers(model, tokenizer, out / "read_answers.json")
-    train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers, args.near_misses)
+    train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers, args.near_misses,
+                              args.twins)
     # readings draw from their own seeds: adding them leaves the other conversations as they were
     train_set += readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)
-    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, args.near_misses)
+    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, args.near_misses, args.twins)
     dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]
@@ -246,6 +250,7 @@ def evaluate(model, tokenizer, dev_set, label: str = "model") -> dict:
     chat = AsymSpecChat(AsymSpecEngine(model, None, tokenizer), config=GenerationConfig(mode="full", max_new_tokens=64))
     counts = {"conversations": 0, "decision": 0, "should_call": 0, "tool": 0, "arguments": 0, "no_call_wanted": 0,
               "no_call": 0, "answers": 0, "answer_states_value": 0, "answer_clean": 0}
+    by_kind = {}  # kind -> (conversations that want no call, replies without one)
     for conversation in tqdm(dev_set, desc=f"held-out replies ({label})", unit="conversation"):
         expected = conversation.expected["calls"]
         first = chat.reply(conversation.messages[:1], tools=conversation.tools, tool_choice="auto")
@@ -259,6 +264,8 @@ def evaluate(model, tokenizer, dev_set, label: str = "model") -> dict:
         else:
             counts["no_call_wanted"] += 1
             counts["no_call"] += not calls
+            wanted, right = by_kind.get(conversation.kind, (0, 0))
+            by_kind[conversation.kind] = (wanted + 1, right + (not calls))
         final = conversation.messages[-1]
         if conversation.kind in ("call", "chain", "parallel"):
             reply = chat.reply(conversation.messages[:-1], tools=conversation.tools, tool_choice="auto")
@@ -273,7 +280,8 @@ def evaluate(model, tokenizer, dev_set, label: str = "model") -> dict:
              "no_call": counts["no_call"] / max(counts["no_call_wanted"], 1),
              "answer_states_value": counts["answer_states_value"] / max(counts["answers"], 1),
              "answer_clean": counts["answer_clean"] / max(counts["answers"], 1)}
-    return {"counts": counts, "rates": rates}
+    no_call_by_kind = {kind: {"n": n, "rate": right / n} for kind, (n, right) in sorted(by_kind.items())}
+    return {"counts": counts, "rates": rates, "no_call_by_kind": no_call_by_kind}
 
 
 def evaluate_reads(model, tokenizer, reads, label: str = "model") -> dict:
@@ -329,6 +337,11 @@ def render_markdown(report: dict) -> str:
              "questions; first replies under tool_choice=\"auto\", greedy, the model alone on the full view.", "",
              "| held-out measure | n | raw | tuned |", "|---|---|---|---|"]
     lines += [f"| {label} | {n} | {raw[key]:.2f} | {tuned[key]:.2f} |" for label, key, n in rows]
+    raw_kinds = report["dev"]["raw"].get("no_call_by_kind", {})
+    for kind, tuned_kind in report["dev"]["tuned"].get("no_call_by_kind", {}).items():
+        if kind in raw_kinds:
+            lines.append(f"| no call, {kind} | {tuned_kind['n']} | {raw_kinds[kind]['rate']:.2f} | "
+                         f"{tuned_kind['rate']:.2f} |")
     reads = report.get("dev_reads")
     if reads:
         raw, tuned, counts = reads["raw"]["rates"], reads["tuned"]["rates"], reads["tuned"]["counts"]

@@ -10,6 +10,9 @@ Kinds (each a whole conversation; every assistant turn in it is a training targe
   no available tool can do it, and no call;
 - `nearmiss`: the same, but the tools offered are near the question's topic (its own domain or a neighbouring one:
   a circle's area asked, a rectangle's perimeter and a hypotenuse offered) -> the same reply, and no call;
+- `twin`: one offered tool, asked about its own argument values for something it does not do (`catalogue.TWINS`:
+  a circle's circumference with the circle's area tool, a sphere's volume from its radius) -> a reply that names
+  what it does and what is asked, and no call;
 - `general`: a question no tool is for -> the raw model's own answer (`answers` supplies it), and no call;
 - `readings` (its own builder): a question over documents or over a search tool's long output (the distillation
   recipe's docstring haystacks: `passage`, `plain`, `tool_result`) -> the raw model's own reply in the same view, so
@@ -29,10 +32,11 @@ from random import Random
 
 from ...context import AssistantMessage, CompressionPolicy, DualContext, ToolCall, ToolResult, UserMessage
 from ...errors import InvalidInputError
-from .catalogue import COUNTRIES, GENERAL_QUESTIONS, TOOLS, Tool
+from .catalogue import COUNTRIES, GENERAL_QUESTIONS, TOOLS, TWINS, Tool
 
-KINDS = {"call": 0.40, "parallel": 0.06, "chain": 0.06, "error": 0.06, "offtopic": 0.22, "nearmiss": 0.0,
-         "general": 0.20}  # nearmiss takes its share from offtopic's (`conversations`' near_misses)
+# nearmiss and twin take their shares from offtopic's (`conversations`); next to it, so the other kinds' draws stay
+KINDS = {"call": 0.40, "parallel": 0.06, "chain": 0.06, "error": 0.06, "offtopic": 0.22, "nearmiss": 0.0, "twin": 0.0,
+         "general": 0.20}
 # domains near one another: a tool of one is a plausible, wrong, pick for a question of another
 NEIGHBOURS = ({"math", "physics", "finance", "health", "units"}, {"weather", "geography", "time", "travel", "calendar"},
               {"shopping", "food", "media", "sports"}, {"text", "messages", "home"})
@@ -73,15 +77,20 @@ def split_questions(dev: int = 6) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def conversations(count: int, seed: int, tools: list[Tool], questions,
-                  answer: Callable[[str], str | None], near_misses: float = 0.0) -> list[Conversation]:
+                  answer: Callable[[str], str | None], near_misses: float = 0.0,
+                  twins: float = 0.0) -> list[Conversation]:
     """`count` conversations of the kinds in `KINDS` (their shares), from `tools` and general `questions`, whose
-    replies `answer(question)` gives (the raw model's own; None: that question is not used). `near_misses` of them
-    are nearmiss conversations, taken from offtopic's share (0: the same conversations as before the kind existed)."""
-    if not 0 <= near_misses <= KINDS["offtopic"]:
-        raise InvalidInputError(f"near_misses must lie in [0, {KINDS['offtopic']}] (offtopic's share), "
-                                f"not {near_misses}.")
+    replies `answer(question)` gives (the raw model's own; None: that question is not used). `near_misses` and
+    `twins` of them are nearmiss and twin conversations, taken from offtopic's share (0: the same conversations as
+    before those kinds existed)."""
+    for name, share in (("near_misses", near_misses), ("twins", twins)):
+        if share < 0:
+            raise InvalidInputError(f"{name} must not be negative, not {share}.")
+    if near_misses + twins > KINDS["offtopic"]:
+        raise InvalidInputError(f"near_misses + twins must not exceed {KINDS['offtopic']} (offtopic's share), "
+                                f"not {near_misses} + {twins}.")
     rng = Random(seed)
-    shares = {**KINDS, "offtopic": KINDS["offtopic"] - near_misses, "nearmiss": near_misses}
+    shares = {**KINDS, "offtopic": KINDS["offtopic"] - near_misses - twins, "nearmiss": near_misses, "twin": twins}
     kinds, weights = zip(*shares.items())
     by_name = {t.name: t for t in tools}
     chains = [c for c in CHAINS if c[0] in by_name and c[1] in by_name]
@@ -89,7 +98,7 @@ def conversations(count: int, seed: int, tools: list[Tool], questions,
     out = []
     while len(out) < count:
         kind = rng.choices(kinds, weights)[0]
-        if kind == "chain" and not chains:
+        if kind == "chain" and not chains or kind == "twin" and not any(t.name in TWINS for t in tools):
             continue
         if kind == "general":
             answered = answered if answered is not None else [q for q in questions if answer(q)]
@@ -173,6 +182,8 @@ def _build(kind: str, rng: Random, tools: list[Tool], chains) -> Conversation:
                             f"No tool offered here can {asked.task}.",
                             f"Sorry, I don't have a tool to {asked.task}."])
         return _conversation(kind, rng, offered, {}, [UserMessage(question), AssistantMessage(reply)], view, [])
+    if kind == "twin":
+        return _twin(rng, tools, view)
     if kind == "chain":
         first_name, second_name, slot = rng.choice(chains)
         first, second = (next(t for t in tools if t.name == n) for n in (first_name, second_name))
@@ -220,6 +231,24 @@ def _build(kind: str, rng: Random, tools: list[Tool], chains) -> Conversation:
     messages = [UserMessage(question), _call(name, args), _result(name, result),
                 AssistantMessage(_answer(tool, args, result))]
     return _conversation(kind, rng, offered, names, messages, view, [(name, args)])
+
+
+def _twin(rng: Random, tools: list[Tool], view: str) -> Conversation:
+    """A tool asked, with its own argument values, for what it does not do; offered alone or beside tools of
+    unrelated domains, which cannot do it either."""
+    tool = rng.choice([t for t in tools if t.name in TWINS])
+    template, task = rng.choice(TWINS[tool.name])
+    values = {a.name: a.value(rng) for a in tool.args}
+    question = template.format(**{a.name: a.say(values[a.name]) for a in tool.args})
+    group = next((g for g in NEIGHBOURS if tool.domain in g), {tool.domain})
+    others = [t for t in tools if t.domain not in group | {"search"} and t.name not in GENERIC]  # none could answer
+    offered = [tool] + rng.sample(others, min(len(others), rng.choice([0, 0, 1, 2])))
+    rng.shuffle(offered)
+    names = _names(rng, offered)
+    reply = rng.choice([f"The {names[tool.name]} tool can only {tool.task}; none of the available tools can {task}.",
+                        f"None of the available tools can {task}, so I can't answer that with them.",
+                        f"Sorry, I don't have a tool to {task}; {names[tool.name]} can only {tool.task}."])
+    return _conversation("twin", rng, offered, names, [UserMessage(question), AssistantMessage(reply)], view, [])
 
 
 def _conversation(kind, rng, offered: list[Tool], names: dict, messages, view, calls) -> Conversation:

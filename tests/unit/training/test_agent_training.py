@@ -12,7 +12,7 @@ from asymspec_agents.context import DualContext, ToolResult, parse_tool_calls
 from asymspec_agents.errors import InvalidInputError
 from asymspec_agents.models.students import assemble_student
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
-from asymspec_agents.training.agent.catalogue import TOOLS
+from asymspec_agents.training.agent.catalogue import TOOLS, TWINS
 from asymspec_agents.training.agent.run import _value_in, train
 from asymspec_agents.training.agent.transcripts import (GENERIC, KINDS, NEIGHBOURS, conversations, readings, render,
                                                          split_questions, split_tools)
@@ -25,7 +25,7 @@ def ANSWERS(question: str) -> str:  # noqa: N802 (stands where the raw model's r
 def data():
     train_tools, dev_tools = split_tools()
     train_questions, dev_questions = split_questions()
-    return (conversations(300, 0, train_tools, train_questions, ANSWERS, near_misses=0.12),
+    return (conversations(300, 0, train_tools, train_questions, ANSWERS, near_misses=0.06, twins=0.12),
             conversations(60, 10_000, dev_tools, dev_questions, ANSWERS), train_tools, dev_tools)
 
 
@@ -82,16 +82,48 @@ def test_no_tool_replies_offer_other_domains_or_near_misses_never_the_tool_asked
     assert sum(c.kind == "nearmiss" for c in train_set) >= 0.05 * len(train_set)
 
 
-def test_near_misses_replace_off_topic_conversations_and_default_to_none(data):
-    """near_misses=0 (the default) draws what the recipe drew before the kind existed (the shipped adapter stays
-    reproducible); with them, the first conversations are the same until an off-topic draw becomes a near miss."""
+def test_near_misses_and_twins_replace_off_topic_conversations_and_default_to_none(data):
+    """near_misses=twins=0 (the defaults) draw what the recipe drew before those kinds existed (the shipped adapter
+    stays reproducible); with them, the first conversations are the same until an off-topic draw becomes one."""
     train_tools, train_questions = data[2], split_questions()[0]
     plain = conversations(300, 0, train_tools, train_questions, ANSWERS)
     assert "nearmiss" not in {c.kind for c in plain}
-    first = next(i for i, c in enumerate(data[0]) if c.kind == "nearmiss")
+    first = next(i for i, c in enumerate(data[0]) if c.kind in ("nearmiss", "twin"))
     assert plain[first].kind == "offtopic" and plain[:first] == data[0][:first]
+    assert "twin" not in {c.kind for c in plain}
     with pytest.raises(InvalidInputError, match="near_misses"):
         conversations(10, 0, train_tools, train_questions, ANSWERS, near_misses=0.3)
+    with pytest.raises(InvalidInputError, match="near_misses \\+ twins"):
+        conversations(10, 0, train_tools, train_questions, ANSWERS, near_misses=0.12, twins=0.12)
+    with pytest.raises(InvalidInputError, match="twins must not be negative"):
+        conversations(10, 0, train_tools, train_questions, ANSWERS, twins=-0.1)
+
+
+def test_twins_offer_the_tool_asked_about_for_what_it_does_not_do(data):
+    """A twin's question states the offered tool's own values but is one of its TWINS (never a question it answers);
+    the other tools offered are of unrelated domains; the reply names the task asked for and calls nothing."""
+    train_set, dev_set, train_tools, dev_tools = data
+    twins = [c for c in train_set if c.kind == "twin"]
+    assert len(twins) >= 0.08 * len(train_set)
+    for c in twins:
+        offered = [t for t in train_tools if _offered(c) & _variants([t])]
+        asked = [t for t in offered if any(_matches(template, c.messages[0].content) for template, _ in
+                                           TWINS.get(t.name, ()))]
+        assert len(asked) == 1, c.messages[0].content
+        tool = asked[0]
+        task = next(task for template, task in TWINS[tool.name] if _matches(template, c.messages[0].content))
+        assert task in c.messages[1].content and not c.messages[1].tool_calls and c.expected["calls"] == []
+        assert not any(_matches(template, c.messages[0].content) for template in tool.asks)
+        group = next((g for g in NEIGHBOURS if tool.domain in g), {tool.domain})
+        assert all(t.domain not in group and t.domain != "search" for t in offered if t is not tool)
+    assert any(c.kind == "twin" for c in conversations(60, 10_000, dev_tools, split_questions()[1], ANSWERS,
+                                                       twins=0.2))
+
+
+def _matches(template: str, question: str) -> bool:
+    """Whether `question` is `template` with its placeholders filled."""
+    pattern = ".+?".join(re.escape(part) for part in re.split(r"{\w+}", template))
+    return re.fullmatch(pattern, question) is not None
 
 
 def test_argument_values_are_stated_in_the_question(data):
