@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> dict:
                               args.twins)
     # readings draw from their own seeds: adding them leaves the other conversations as they were
     train_set += readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)
-    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, args.near_misses, args.twins)
+    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, args.near_misses,
+                            args.twins)
     dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]
