@@ -94,11 +94,12 @@ def conversations(count: int, seed: int, tools: list[Tool], questions,
     kinds, weights = zip(*shares.items())
     by_name = {t.name: t for t in tools}
     chains = [c for c in CHAINS if c[0] in by_name and c[1] in by_name]
+    twinned = any(t.name in TWINS for t in tools)
     answered = None  # the questions with a reply, asked for once a general conversation is first drawn
     out = []
     while len(out) < count:
         kind = rng.choices(kinds, weights)[0]
-        if kind == "chain" and not chains or kind == "twin" and not any(t.name in TWINS for t in tools):
+        if kind == "chain" and not chains or kind == "twin" and not twinned:
             continue
         if kind == "general":
             answered = answered if answered is not None else [q for q in questions if answer(q)]
@@ -240,8 +241,8 @@ def _twin(rng: Random, tools: list[Tool], view: str) -> Conversation:
     template, task = rng.choice(TWINS[tool.name])
     values = {a.name: a.value(rng) for a in tool.args}
     question = template.format(**{a.name: a.say(values[a.name]) for a in tool.args})
-    group = next((g for g in NEIGHBOURS if tool.domain in g), {tool.domain})
-    others = [t for t in tools if t.domain not in group | {"search"} and t.name not in GENERIC]  # none could answer
+    excluded = _neighbourhood(tool.domain) | {"search"}
+    others = [t for t in tools if t.domain not in excluded and t.name not in GENERIC]  # none could answer
     offered = [tool] + rng.sample(others, min(len(others), rng.choice([0, 0, 1, 2])))
     rng.shuffle(offered)
     names = _names(rng, offered)
@@ -259,8 +260,13 @@ def _conversation(kind, rng, offered: list[Tool], names: dict, messages, view, c
 
 def _near(asked: Tool, tools: list[Tool]) -> list[Tool]:
     """Tools near `asked`'s topic that cannot answer its questions: its domain's others and its neighbours'."""
-    group = next((g for g in NEIGHBOURS if asked.domain in g), {asked.domain})
-    return [t for t in tools if t.domain in group and t.name != asked.name and t.name not in GENERIC]
+    nearby = _neighbourhood(asked.domain)
+    return [t for t in tools if t.domain in nearby and t.name != asked.name and t.name not in GENERIC]
+
+
+def _neighbourhood(domain: str) -> set[str]:
+    """`domain` and the domains near it (`NEIGHBOURS`)."""
+    return next((g for g in NEIGHBOURS if domain in g), {domain})
 
 
 def _offered(rng: Random, tools: list[Tool], needed: list[Tool]) -> list[Tool]:
