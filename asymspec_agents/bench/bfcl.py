@@ -37,6 +37,7 @@ CHECKER_MODEL = "asymspec"  # the model name the checker is told; its only use: 
 # system name -> the engine's mode: the verifier alone on everything, alone on the compressed view, or the pair
 SYSTEMS = {"ceiling": "full", "floor": "compressed", "asymspec": "asymmetric"}
 CHOICES = ("auto", "required")
+MAX_NEW_TOKENS = 128  # per reply: a call with its arguments, or a short answer
 
 
 @dataclass
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--choices", nargs="+", default=list(CHOICES), choices=CHOICES,
                         help="tool_choice values: auto (the model decides) and required (forced)")
     parser.add_argument("--items", type=int, default=40, help="first items of each category (0: all; default 40)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     parser.add_argument("--out", default=str(RESULTS / "bfcl"), help="writes OUT.md, OUT.json and OUT.png")
     args = parser.parse_args(argv)
 
@@ -163,7 +164,7 @@ def score(item: Item, calls: list[dict]) -> tuple[bool, str]:
     return bool(calls), "" if calls else "no call"  # live_relevance
 
 
-def run(engine, items: list[Item], *, mode: str, tool_choice: str, max_new_tokens: int = 128,
+def run(engine, items: list[Item], *, mode: str, tool_choice: str, max_new_tokens: int = MAX_NEW_TOKENS,
         desc: str = "bfcl") -> list[dict]:
     """Each item once, greedy: the reply's calls, whether they are right, seconds."""
     from ..chat import AsymSpecChat
@@ -212,9 +213,15 @@ def render(report: dict, terminal: bool = False) -> str:
 
 
 def _args(settings: dict) -> list[str]:
-    return [f"--items {settings['items']}", "--verifiers " + " ".join(settings["verifiers"]),
+    """The options that reproduce a report (the drafter and the token limit where they are not the defaults)."""
+    args = [f"--items {settings['items']}", "--verifiers " + " ".join(settings["verifiers"]),
             "--systems " + " ".join(settings["systems"]), "--choices " + " ".join(settings["choices"]),
             "--categories " + " ".join(settings["categories"])]
+    if settings["drafter"] != AUTO:
+        args.append(f"--drafter {settings['drafter']}")
+    if settings["max_new_tokens"] != MAX_NEW_TOKENS:
+        args.append(f"--max-new-tokens {settings['max_new_tokens']}")
+    return args
 
 
 def plot(report: dict, path: Path) -> None:

@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("bfcl_eval.constants.type_mappings", reason="needs bfcl-eval (make install)")
 
-from asymspec_agents.bench.bfcl import CATEGORIES, Item, load_items, score, summarize, tools_of  # noqa: E402
+from asymspec_agents.bench.bfcl import CATEGORIES, Item, load_items, render, score, summarize, tools_of  # noqa: E402
 from asymspec_agents.context.tools import validate_tools  # noqa: E402
 
 
@@ -63,3 +63,14 @@ def test_summary_counts_accuracy_interval_and_call_rate():
     low, high = summary["interval"]
     assert low < 2 / 3 < high
     assert summary["call_rate"] == pytest.approx(2 / 3) and summary["seconds_per_item"] == 2.0
+
+
+def test_the_report_names_the_command_that_reproduces_it():
+    settings = {"items": 0, "verifiers": ["runs/agent"], "systems": ["asymspec"], "choices": ["auto"],
+                "categories": ["irrelevance"], "drafter": "auto", "max_new_tokens": 128, "out": "x"}
+    command = ("asymspec bench bfcl --items 0 --verifiers runs/agent --systems asymspec --choices auto "
+               "--categories irrelevance")
+    assert f"`{command}`" in render({"settings": settings, "rows": []})
+    settings.update(drafter="bundled-agent-small", max_new_tokens=64)
+    report = render({"settings": settings, "rows": []})
+    assert f"`{command} --drafter bundled-agent-small --max-new-tokens 64`" in report

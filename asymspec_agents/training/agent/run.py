@@ -15,7 +15,9 @@ bundled-small's (student.json + delta.safetensors) and is merged on load. Report
 training conversation) and held-out general questions, each conversation's first reply decoded under
 tool_choice="auto" by the raw and the tuned model (right decision, right tool, exact arguments) and its final
 answer given the tool result (states the result, no markup); on held-out readings, whether the reply states the
-planted value and copies no document markup, per view; plus the loss curve.
+planted value and copies no document markup, per view; plus the loss curve. The loss curve and `train.json`
+(losses, seconds, settings) are written as soon as training ends; the report takes ~20 min more on 2 cores, and
+`--report-only` writes it later for the adapter already in `--out` (the same options that trained it).
 """
 
 from __future__ import annotations
@@ -74,7 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu", help="where to train and evaluate: cpu (default) or cuda; the "
                         "delta has the same format either way")
     parser.add_argument("--out", default="runs/agent", help="output folder (student.json, delta, report, loss plot)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="do not train: write the report for the adapter already in --out (give the options "
+                             "that trained it: they draw the same conversations)")
     return parser
+
+
+TRAIN_FILE = "train.json"  # the loss of every step, training seconds and the options, written when training ends
+RECIPE = ("verifier", "examples", "reads", "near_misses", "twins", "dev", "dev_reads", "rank", "alpha", "epochs",
+          "lr", "accumulate", "seed")  # the options that decide the adapter and the report's conversations
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -108,23 +118,46 @@ def run(args: argparse.Namespace) -> dict:
     dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]
-    started = time.perf_counter()
-    history = train(model, spec, rendered, out, args)
-    history["train_seconds"] = time.perf_counter() - started
+    recipe = {key: getattr(args, key) for key in RECIPE}
+    if args.report_only:
+        history = _trained(out, spec, recipe)
+    else:
+        started = time.perf_counter()
+        history = train(model, spec, rendered, out, args)
+        history.update(train_seconds=time.perf_counter() - started, recipe=recipe)
+        (out / TRAIN_FILE).write_text(json.dumps(history, indent=2) + "\n")
+        plot_losses(history, out / "loss.png")
     tuned = assemble_student(model, out)
     report = {"spec": asdict(spec), "settings": {k: v for k, v in vars(args).items() if k != "threads"},
               "train_conversations": len(train_set), "kinds": dict(Counter(c.kind for c in train_set)),
               "train_tokens": sum(len(r.ids) for r in rendered),
               "target_tokens": sum(b - a for r in rendered for a, b in r.spans),
-              "train_seconds": history["train_seconds"], "dev_tools": [t.name for t in dev_tools],
+              "train_seconds": history.get("train_seconds"), "dev_tools": [t.name for t in dev_tools],
               "dev": {"raw": evaluate(model, tokenizer, dev_set, "raw"), "tuned": evaluate(tuned, tokenizer, dev_set, "tuned")},
               "dev_reads": {"raw": evaluate_reads(model, tokenizer, dev_reads, "raw"),
                             "tuned": evaluate_reads(tuned, tokenizer, dev_reads, "tuned")},
               "date": time.strftime("%Y-%m-%d")}
-    (out / "report.json").write_text(json.dumps({**report, "steps": history["steps"]}, indent=2) + "\n")
+    (out / "report.json").write_text(json.dumps({**report, "steps": history.get("steps", [])}, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(report))
-    plot_losses(history, out / "loss.png")
     return report
+
+
+def _trained(out: Path, spec, recipe: dict) -> dict:
+    """For --report-only: the adapter in `out` must be the one these options train; its training history if kept."""
+    from ...models.students import DELTA_FILE, SPEC_FILE, StudentSpec
+
+    if not (out / DELTA_FILE).is_file() or not (out / SPEC_FILE).is_file():
+        raise AsymSpecError(f"--report-only needs a trained adapter in {out} ({SPEC_FILE} and {DELTA_FILE}); "
+                            "train one first (the same command without --report-only).")
+    if StudentSpec.from_json((out / SPEC_FILE).read_text()) != spec:
+        raise AsymSpecError(f"The adapter in {out} was not trained with these options ({SPEC_FILE} differs); "
+                            "give the options that trained it.")
+    history = json.loads((out / TRAIN_FILE).read_text()) if (out / TRAIN_FILE).is_file() else {}
+    differ = sorted(key for key, value in history.get("recipe", recipe).items() if recipe.get(key) != value)
+    if differ:
+        raise AsymSpecError(f"The adapter in {out} was trained with other values of {', '.join(differ)} "
+                            f"({TRAIN_FILE}); give the options that trained it.")
+    return history
 
 
 class _RawReplies:
@@ -333,7 +366,8 @@ def render_markdown(report: dict) -> str:
              f"({', '.join(f'{k} {v}' for k, v in sorted(report['kinds'].items()))}), "
              f"{report['target_tokens']} target tokens of {report['train_tokens']}; "
              f"{report['settings']['epochs']} epoch(s), lr {report['settings']['lr']}; "
-             f"{report['train_seconds'] / 60:.0f} min of training.", "",
+             + (f"{report['train_seconds'] / 60:.0f} min of training." if report.get("train_seconds") is not None
+                else "training time not recorded."), "",
              f"Held out (never trained on): the tools {', '.join(report['dev_tools'])} and the last general "
              "questions; first replies under tool_choice=\"auto\", greedy, the model alone on the full view.", "",
              "| held-out measure | n | raw | tuned |", "|---|---|---|---|"]

@@ -58,8 +58,9 @@ def test_the_tuned_model_states_a_tool_result_in_words(chats):
 
 
 def test_train_agent_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
-    code = train_agent_main(["--examples", "4", "--dev", "2", "--reads", "3", "--dev-reads", "2", "--accumulate", "2",
-                             "--rank", "2", "--out", str(tmp_path)])
+    options = ["--examples", "4", "--dev", "2", "--reads", "3", "--dev-reads", "2", "--accumulate", "2", "--rank", "2",
+               "--out", str(tmp_path)]
+    code = train_agent_main(options)
     assert code == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert 4 < report["train_conversations"] <= 7 and report["dev"]["tuned"]["counts"]["conversations"] == 2
@@ -68,3 +69,12 @@ def test_train_agent_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
     assert (tmp_path / "delta.safetensors").is_file() and (tmp_path / "loss.png").is_file()
     out = capsys.readouterr().out
     assert "| decision (call iff a tool fits) |" in out and "| states the planted value, whole |" in out
+    # the report again for the adapter in --out, without training: the same measures, the training history kept
+    delta = (tmp_path / "delta.safetensors").read_bytes()
+    (tmp_path / "report.json").unlink()
+    assert train_agent_main(options + ["--report-only"]) == 0
+    again = json.loads((tmp_path / "report.json").read_text())
+    assert again["dev"] == report["dev"] and again["train_seconds"] == report["train_seconds"]
+    assert (tmp_path / "delta.safetensors").read_bytes() == delta
+    assert train_agent_main(options[:-2] + ["--rank", "4", "--out", str(tmp_path), "--report-only"]) == 2
+    assert "not trained with these options" in capsys.readouterr().err

@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 
 from asymspec_agents.context import DualContext, ToolResult, parse_tool_calls
-from asymspec_agents.errors import InvalidInputError
+from asymspec_agents.errors import AsymSpecError, InvalidInputError
 from asymspec_agents.models.students import assemble_student
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
 from asymspec_agents.training.agent.catalogue import TOOLS, TWINS
-from asymspec_agents.training.agent.run import _value_in, train
+from asymspec_agents.training.agent.run import TRAIN_FILE, _trained, _value_in, train
 from asymspec_agents.training.agent.transcripts import (GENERIC, KINDS, NEIGHBOURS, conversations, readings, render,
                                                          split_questions, split_tools)
 
@@ -178,6 +178,25 @@ def test_training_writes_a_delta_that_assembles_into_a_changed_model(tmp_path, d
     tuned = assemble_student(model, tmp_path)
     ids = torch.tensor([rendered[0].ids[:50]])
     assert not torch.allclose(tuned(ids).logits, model(ids).logits)
+
+
+def test_report_only_takes_the_adapter_its_options_trained_and_nothing_else(tmp_path):
+    from asymspec_agents.models.students import DELTA_FILE, SPEC_FILE, StudentSpec
+
+    spec = StudentSpec(trunk=0, top=(0, 1), rank=4, alpha=8.0, extra={"verifier": "tiny", "examples": 6})
+    recipe = {"examples": 6, "twins": 0.12, "near_misses": 0.06}
+    with pytest.raises(AsymSpecError, match="needs a trained adapter"):
+        _trained(tmp_path, spec, recipe)
+    (tmp_path / SPEC_FILE).write_text(spec.to_json())
+    (tmp_path / DELTA_FILE).write_bytes(b"")
+    assert _trained(tmp_path, spec, recipe) == {}  # no history kept (trained before train.json existed)
+    with pytest.raises(AsymSpecError, match="not trained with these options"):
+        _trained(tmp_path, replace(spec, rank=8), recipe)
+    history = {"steps": [{"epoch": 1.0, "loss": 0.5}], "train_seconds": 60.0, "recipe": recipe}
+    (tmp_path / TRAIN_FILE).write_text(json.dumps(history))
+    assert _trained(tmp_path, spec, recipe) == history
+    with pytest.raises(AsymSpecError, match="other values of near_misses, twins"):
+        _trained(tmp_path, spec, {**recipe, "twins": 0.0, "near_misses": 0.0})
 
 
 def test_readings_are_trained_on_the_raw_models_reply_in_their_own_view():
