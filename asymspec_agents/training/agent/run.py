@@ -105,6 +105,9 @@ def run(args: argparse.Namespace) -> dict:
                        extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
                               "data": "invented tools: calls, answers from results, no-tool questions, tool errors; "
                                       "readings of documents and tool outputs with the raw model's replies"})
+    recipe = {key: getattr(args, key) for key in RECIPE}
+    # checked before any raw reply is decoded: a wrong --out fails in seconds, not after minutes of decoding
+    history = _trained(out, spec, recipe) if args.report_only else None
     train_tools, dev_tools = split_tools()
     train_questions, dev_questions = split_questions()
     answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
@@ -118,10 +121,7 @@ def run(args: argparse.Namespace) -> dict:
     dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]
-    recipe = {key: getattr(args, key) for key in RECIPE}
-    if args.report_only:
-        history = _trained(out, spec, recipe)
-    else:
+    if history is None:
         started = time.perf_counter()
         history = train(model, spec, rendered, out, args)
         history.update(train_seconds=time.perf_counter() - started, recipe=recipe)
