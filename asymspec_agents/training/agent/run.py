@@ -15,9 +15,11 @@ bundled-small's (student.json + delta.safetensors) and is merged on load. Report
 training conversation) and held-out general questions, each conversation's first reply decoded under
 tool_choice="auto" by the raw and the tuned model (right decision, right tool, exact arguments) and its final
 answer given the tool result (states the result, no markup); on held-out readings, whether the reply states the
-planted value and copies no document markup, per view; plus the loss curve. The loss curve and `train.json`
-(losses, seconds, settings) are written as soon as training ends; the report takes ~20 min more on 2 cores, and
-`--report-only` writes it later for the adapter already in `--out` (the same options that trained it).
+planted value and copies no document markup, per view; on held-out lookups (`lookups`: a search of Python's
+reference, its whole section as the result), whether the answer names what the section gives; plus the loss curve.
+The loss curve and `train.json` (losses, seconds, settings) are written as soon as training ends; the report takes
+~20 min more on 2 cores, and `--report-only` writes it later for the adapter already in `--out` (the same options
+that trained it).
 """
 
 from __future__ import annotations
@@ -64,8 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--twins", type=float, default=0.0,
                         help="share of conversations offering a tool asked, with its own argument values, for what "
                              "it does not do (also taken from the off-topic share; default 0)")
+    parser.add_argument("--unstated", type=float, default=0.0,
+                        help="share of conversations asking for a tool's task without the values its arguments need, "
+                             "answered by asking for them (also taken from the off-topic share; default 0)")
+    parser.add_argument("--right-reads", action="store_true",
+                        help="train only on the readings whose raw reply states the planted value (default: all, as "
+                             "the shipped bundled-agent's recipe)")
     parser.add_argument("--dev", type=int, default=80, help="held-out conversations for the report")
     parser.add_argument("--dev-reads", type=int, default=24, help="held-out readings for the report")
+    parser.add_argument("--dev-lookups", type=int, default=13,
+                        help="held-out lookups for the report (of the 13 in training.agent.lookups)")
     parser.add_argument("--rank", type=int, default=16, help="LoRA rank")
     parser.add_argument("--alpha", type=float, default=32.0)
     parser.add_argument("--epochs", type=int, default=1)
@@ -83,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 TRAIN_FILE = "train.json"  # the loss of every step, training seconds and the options, written when training ends
-RECIPE = ("verifier", "examples", "reads", "near_misses", "twins", "dev", "dev_reads", "rank", "alpha", "epochs",
-          "lr", "accumulate", "seed")  # the options that decide the adapter and the report's conversations
+RECIPE = ("verifier", "examples", "reads", "near_misses", "twins", "unstated", "right_reads", "dev", "dev_reads",
+          "dev_lookups", "rank", "alpha", "epochs", "lr", "accumulate", "seed")  # what decides the adapter and report
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -112,12 +122,12 @@ def run(args: argparse.Namespace) -> dict:
     train_questions, dev_questions = split_questions()
     answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
     read_answers = ReadAnswers(model, tokenizer, out / "read_answers.json")
-    train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers, args.near_misses,
-                              args.twins)
+    shares = {"near_misses": args.near_misses, "twins": args.twins, "unstated": args.unstated}
+    train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers, **shares)
     # readings draw from their own seeds: adding them leaves the other conversations as they were
-    train_set += readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)
-    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, args.near_misses,
-                            args.twins)
+    reads = readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)
+    train_set += [c for c in reads if not args.right_reads or _states_planted(c)]
+    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, **shares)
     dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]
@@ -136,10 +146,18 @@ def run(args: argparse.Namespace) -> dict:
               "dev": {"raw": evaluate(model, tokenizer, dev_set, "raw"), "tuned": evaluate(tuned, tokenizer, dev_set, "tuned")},
               "dev_reads": {"raw": evaluate_reads(model, tokenizer, dev_reads, "raw"),
                             "tuned": evaluate_reads(tuned, tokenizer, dev_reads, "tuned")},
+              "lookups": {"raw": evaluate_lookups(model, tokenizer, args.dev_lookups, "raw"),
+                          "tuned": evaluate_lookups(tuned, tokenizer, args.dev_lookups, "tuned")},
               "date": time.strftime("%Y-%m-%d")}
     (out / "report.json").write_text(json.dumps({**report, "steps": history.get("steps", [])}, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(report))
     return report
+
+
+def _states_planted(conversation) -> bool:
+    """Whether a reading's reply states the value planted in its documents (true where none was planted)."""
+    value = conversation.expected["value"]
+    return not value or value in conversation.messages[-1].content
 
 
 def _trained(out: Path, spec, recipe: dict) -> dict:
@@ -340,6 +358,26 @@ def evaluate_reads(model, tokenizer, reads, label: str = "model") -> dict:
     return {"counts": counts, "rates": rates}
 
 
+def evaluate_lookups(model, tokenizer, count: int, label: str = "model") -> dict:
+    """The first `count` held-out lookups (`lookups`: a search of Python's reference, its whole section as the result) answered
+    with no further call allowed, in each view: whether the answer names the word the section gives."""
+    from tqdm import tqdm
+
+    from ...chat import AsymSpecChat
+    from ...engine import AsymSpecEngine
+    from .lookups import lookups
+
+    chat = AsymSpecChat(AsymSpecEngine(model, None, tokenizer))
+    counts = {view: {"questions": 0, "stated": 0} for view in ("full", "comp")}
+    for conversation in tqdm(lookups()[:count], desc=f"held-out lookups ({label})", unit="question"):
+        for view, mode in (("full", "full"), ("comp", "compressed")):
+            reply = chat.reply(conversation.messages, tools=conversation.tools, tool_choice="none", mode=mode,
+                               max_new_tokens=64)
+            counts[view]["questions"] += 1
+            counts[view]["stated"] += conversation.expected["value"] in reply.text
+    return {"counts": counts, "rates": {view: c["stated"] / max(c["questions"], 1) for view, c in counts.items()}}
+
+
 def _value_in(result: str, text: str) -> bool:
     """Whether a reply states a tool result: the text itself, or every value of a JSON object result."""
     try:
@@ -377,10 +415,10 @@ def render_markdown(report: dict) -> str:
         if kind in raw_kinds:
             lines.append(f"| no call, {kind} | {tuned_kind['n']} | {raw_kinds[kind]['rate']:.2f} | "
                          f"{tuned_kind['rate']:.2f} |")
+    names = {"full": "whole", "comp": "compressed"}
     reads = report.get("dev_reads")
     if reads:
         raw, tuned, counts = reads["raw"]["rates"], reads["tuned"]["rates"], reads["tuned"]["counts"]
-        names = {"full": "whole", "comp": "compressed"}
         lines += ["", "Held-out readings (docstring haystacks, search outputs), the model alone on the view named:", "",
                   "| reading measure | n | raw | tuned |", "|---|---|---|---|"]
         for view in ("full", "comp"):
@@ -388,6 +426,14 @@ def render_markdown(report: dict) -> str:
                       f"{raw[view]['found']:.2f} | {tuned[view]['found']:.2f} |",
                       f"| copies no document markup, {names[view]} | {counts[view]['replies']} | "
                       f"{raw[view]['clean']:.2f} | {tuned[view]['clean']:.2f} |"]
+    found = report.get("lookups")
+    if found:
+        raw, tuned, counts = found["raw"]["rates"], found["tuned"]["rates"], found["tuned"]["counts"]
+        lines += ["", "Held-out lookups (a search of Python's language reference, its whole section as the result, "
+                  "then the answer with no call allowed):", "",
+                  "| lookup measure | n | raw | tuned |", "|---|---|---|---|"]
+        lines += [f"| the answer names the section's answer, {names[view]} view | {counts[view]['questions']} | "
+                  f"{raw[view]:.2f} | {tuned[view]:.2f} |" for view in ("full", "comp")]
     return "\n".join(lines) + "\n"
 
 

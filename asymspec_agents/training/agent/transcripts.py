@@ -13,6 +13,8 @@ Kinds (each a whole conversation; every assistant turn in it is a training targe
 - `twin`: one offered tool, asked about its own argument values for something it does not do (`catalogue.TWINS`:
   a circle's circumference with the circle's area tool, a sphere's volume from its radius) -> a reply that names
   what it does and what is asked, and no call;
+- `unstated`: a question for an offered tool's task that does not state the values its required arguments need
+  ("Can you check the weather?") -> a reply asking for them, and no call (a call would invent them);
 - `general`: a question no tool is for -> the raw model's own answer (`answers` supplies it), and no call;
 - `readings` (its own builder): a question over documents or over a search tool's long output (the distillation
   recipe's docstring haystacks: `passage`, `plain`, `tool_result`) -> the raw model's own reply in the same view, so
@@ -34,9 +36,10 @@ from ...context import AssistantMessage, CompressionPolicy, DualContext, ToolCal
 from ...errors import InvalidInputError
 from .catalogue import COUNTRIES, GENERAL_QUESTIONS, TOOLS, TWINS, Tool
 
-# nearmiss and twin take their shares from offtopic's (`conversations`); next to it, so the other kinds' draws stay
+# nearmiss, twin and unstated take their shares from offtopic's (`conversations`); next to it, so the other kinds'
+# draws stay
 KINDS = {"call": 0.40, "parallel": 0.06, "chain": 0.06, "error": 0.06, "offtopic": 0.22, "nearmiss": 0.0, "twin": 0.0,
-         "general": 0.20}
+         "unstated": 0.0, "general": 0.20}
 # domains near one another: a tool of one is a plausible, wrong, pick for a question of another
 NEIGHBOURS = ({"math", "physics", "finance", "health", "units"}, {"weather", "geography", "time", "travel", "calendar"},
               {"shopping", "food", "media", "sports"}, {"text", "messages", "home"})
@@ -78,19 +81,21 @@ def split_questions(dev: int = 6) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def conversations(count: int, seed: int, tools: list[Tool], questions,
                   answer: Callable[[str], str | None], near_misses: float = 0.0,
-                  twins: float = 0.0) -> list[Conversation]:
+                  twins: float = 0.0, unstated: float = 0.0) -> list[Conversation]:
     """`count` conversations of the kinds in `KINDS` (their shares), from `tools` and general `questions`, whose
-    replies `answer(question)` gives (the raw model's own; None: that question is not used). `near_misses` and
-    `twins` of them are nearmiss and twin conversations, taken from offtopic's share (0: the same conversations as
-    before those kinds existed)."""
-    for name, share in (("near_misses", near_misses), ("twins", twins)):
+    replies `answer(question)` gives (the raw model's own; None: that question is not used). `near_misses`, `twins`
+    and `unstated` of them are nearmiss, twin and unstated conversations, taken from offtopic's share (0: the same
+    conversations as before those kinds existed)."""
+    taken = {"near_misses": near_misses, "twins": twins, "unstated": unstated}
+    for name, share in taken.items():
         if share < 0:
             raise InvalidInputError(f"{name} must not be negative, not {share}.")
-    if near_misses + twins > KINDS["offtopic"]:
-        raise InvalidInputError(f"near_misses + twins must not exceed {KINDS['offtopic']} (offtopic's share), "
-                                f"not {near_misses} + {twins}.")
+    if sum(taken.values()) > KINDS["offtopic"]:
+        raise InvalidInputError(f"near_misses + twins + unstated must not exceed {KINDS['offtopic']} (offtopic's "
+                                f"share), not {near_misses} + {twins} + {unstated}.")
     rng = Random(seed)
-    shares = {**KINDS, "offtopic": KINDS["offtopic"] - near_misses - twins, "nearmiss": near_misses, "twin": twins}
+    shares = {**KINDS, "offtopic": KINDS["offtopic"] - sum(taken.values()), "nearmiss": near_misses, "twin": twins,
+              "unstated": unstated}
     kinds, weights = zip(*shares.items())
     by_name = {t.name: t for t in tools}
     chains = [c for c in CHAINS if c[0] in by_name and c[1] in by_name]
@@ -99,7 +104,8 @@ def conversations(count: int, seed: int, tools: list[Tool], questions,
     out = []
     while len(out) < count:
         kind = rng.choices(kinds, weights)[0]
-        if kind == "chain" and not chains or kind == "twin" and not twinned:
+        if kind == "chain" and not chains or kind == "twin" and not twinned or \
+                kind == "unstated" and not any(map(_needs_values, tools)):
             continue
         if kind == "general":
             answered = answered if answered is not None else [q for q in questions if answer(q)]
@@ -185,6 +191,8 @@ def _build(kind: str, rng: Random, tools: list[Tool], chains) -> Conversation:
         return _conversation(kind, rng, offered, {}, [UserMessage(question), AssistantMessage(reply)], view, [])
     if kind == "twin":
         return _twin(rng, tools, view)
+    if kind == "unstated":
+        return _unstated(rng, tools, view)
     if kind == "chain":
         first_name, second_name, slot = rng.choice(chains)
         first, second = (next(t for t in tools if t.name == n) for n in (first_name, second_name))
@@ -246,10 +254,32 @@ def _twin(rng: Random, tools: list[Tool], view: str) -> Conversation:
     offered = [tool] + rng.sample(others, min(len(others), rng.choice([0, 0, 1, 2])))
     rng.shuffle(offered)
     names = _names(rng, offered)
-    reply = rng.choice([f"The {names[tool.name]} tool can only {tool.task}; none of the available tools can {task}.",
-                        f"None of the available tools can {task}, so I can't answer that with them.",
-                        f"Sorry, I don't have a tool to {task}; {names[tool.name]} can only {tool.task}."])
+    # the replies do not name the tool: replies that did ("The X tool can only …") came back as answers to results
+    reply = rng.choice([f"None of the available tools can {task}, so I can't answer that with them.",
+                        f"No tool offered here can {task}.", f"Sorry, I don't have a tool to {task}."])
     return _conversation("twin", rng, offered, names, [UserMessage(question), AssistantMessage(reply)], view, [])
+
+
+def _unstated(rng: Random, tools: list[Tool], view: str) -> Conversation:
+    """A tool's task asked for without the values its required arguments need; the reply asks for them."""
+    tool = rng.choice([t for t in tools if _needs_values(t)])
+    question = rng.choice(["Can you {}?", "I need to {}.", "Please {} for me.", "Could you help me {}?"]).format(
+        tool.task)
+    needed = [a.description[0].lower() + a.description[1:] for a in tool.args if a.required and a.type != "boolean"]
+    needed = [d if d.startswith("the ") else f"the {d}" for d in needed]
+    listed = needed[0] if len(needed) == 1 else f"{', '.join(needed[:-1])} and {needed[-1]}"
+    reply = rng.choice([f"I can do that, but I need {listed} first. Could you tell me?",
+                        f"Sure. What {'is' if len(needed) == 1 else 'are'} {listed}?",
+                        f"To do that I need {listed}; you haven't given {'it' if len(needed) == 1 else 'them'} yet."])
+    offered = _offered(rng, [t for t in tools if t.domain != "search"], [tool])
+    return _conversation("unstated", rng, offered, {}, [UserMessage(question), AssistantMessage(reply)], view, [])
+
+
+def _needs_values(tool: Tool) -> bool:
+    """Whether asking for `tool`'s task without values leaves it nothing to call with (search and arithmetic tools
+    take the question's own words)."""
+    return tool.domain != "search" and tool.name not in GENERIC and any(
+        a.required and a.type != "boolean" for a in tool.args)
 
 
 def _conversation(kind, rng, offered: list[Tool], names: dict, messages, view, calls) -> Conversation:

@@ -58,17 +58,19 @@ def test_the_tuned_model_states_a_tool_result_in_words(chats):
 
 
 def test_train_agent_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
-    options = ["--examples", "4", "--dev", "2", "--reads", "3", "--dev-reads", "2", "--accumulate", "2", "--rank", "2",
+    options = ["--examples", "4", "--dev", "2", "--reads", "3", "--dev-reads", "2", "--dev-lookups", "1", "--accumulate", "2", "--rank", "2",
                "--out", str(tmp_path)]
     code = train_agent_main(options)
     assert code == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert 4 < report["train_conversations"] <= 7 and report["dev"]["tuned"]["counts"]["conversations"] == 2
     assert sum(c["replies"] for c in report["dev_reads"]["tuned"]["counts"].values()) == 2
+    assert [c["questions"] for c in report["lookups"]["tuned"]["counts"].values()] == [1, 1]
     assert json.loads((tmp_path / "read_answers.json").read_text())  # the raw model's replies, kept for a rerun
     assert (tmp_path / "delta.safetensors").is_file() and (tmp_path / "loss.png").is_file()
     out = capsys.readouterr().out
     assert "| decision (call iff a tool fits) |" in out and "| states the planted value, whole |" in out
+    assert "| the answer names the section's answer, compressed view |" in out
     # the report again for the adapter in --out, without training: the same measures, the training history kept
     delta = (tmp_path / "delta.safetensors").read_bytes()
     (tmp_path / "report.json").unlink()
