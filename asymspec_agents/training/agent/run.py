@@ -29,6 +29,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import statistics
 import sys
 import time
@@ -359,8 +360,8 @@ def evaluate_reads(model, tokenizer, reads, label: str = "model") -> dict:
 
 
 def evaluate_lookups(model, tokenizer, count: int, label: str = "model") -> dict:
-    """The first `count` held-out lookups (`lookups`: a search of Python's reference, its whole section as the result) answered
-    with no further call allowed, in each view: whether the answer names the word the section gives."""
+    """The first `count` held-out lookups (`lookups`: a search of Python's reference, its section as the result)
+    answered with no further call allowed, in each view: whether the answer names the word the section gives."""
     from tqdm import tqdm
 
     from ...chat import AsymSpecChat
@@ -369,13 +370,24 @@ def evaluate_lookups(model, tokenizer, count: int, label: str = "model") -> dict
 
     chat = AsymSpecChat(AsymSpecEngine(model, None, tokenizer))
     counts = {view: {"questions": 0, "stated": 0} for view in ("full", "comp")}
+    replies = []
     for conversation in tqdm(lookups()[:count], desc=f"held-out lookups ({label})", unit="question"):
+        word = conversation.expected["value"]
         for view, mode in (("full", "full"), ("comp", "compressed")):
-            reply = chat.reply(conversation.messages, tools=conversation.tools, tool_choice="none", mode=mode,
-                               max_new_tokens=64)
+            text = chat.reply(conversation.messages, tools=conversation.tools, tool_choice="none", mode=mode,
+                              max_new_tokens=64).text
+            stated = _names(word, text)
             counts[view]["questions"] += 1
-            counts[view]["stated"] += conversation.expected["value"] in reply.text
-    return {"counts": counts, "rates": {view: c["stated"] / max(c["questions"], 1) for view, c in counts.items()}}
+            counts[view]["stated"] += stated
+            replies.append({"word": word, "view": view, "stated": stated, "reply": text})
+    return {"counts": counts, "rates": {view: c["stated"] / max(c["questions"], 1) for view, c in counts.items()},
+            "replies": replies}
+
+
+def _names(word: str, text: str) -> bool:
+    """Whether `text` holds `word` as a word ("continues" does not name "continue"; "__enter__()" names
+    "__enter__")."""
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
 
 
 def _value_in(result: str, text: str) -> bool:

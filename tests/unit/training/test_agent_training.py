@@ -13,7 +13,7 @@ from asymspec_agents.errors import AsymSpecError, InvalidInputError
 from asymspec_agents.models.students import assemble_student
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
 from asymspec_agents.training.agent.catalogue import TOOLS, TWINS
-from asymspec_agents.training.agent.run import TRAIN_FILE, _trained, _value_in, train
+from asymspec_agents.training.agent.run import TRAIN_FILE, _names, _trained, _value_in, train
 from asymspec_agents.training.agent.transcripts import (GENERIC, KINDS, NEIGHBOURS, conversations, readings, render,
                                                          split_questions, split_tools)
 
@@ -258,3 +258,5 @@ def test_lookups_hold_their_answer_in_the_search_result_and_are_not_the_examples
         assert c.expected["value"] in result.content and c.expected["value"] not in c.messages[0].content
         assert "assert" not in c.messages[0].content
         assert c.messages[1].tool_calls[0].name in _offered(c)
+    assert _names("continue", 'The "continue" statement.') and not _names("continue", "The loop continues.")
+    assert _names("__enter__", 'It calls "__enter__()".') and not _names("pass", "It passes.")
