@@ -41,12 +41,13 @@ class GrammarBuilder:
     def tool_calls(self, tools: Sequence[ToolSpec], choice: str | None = "auto",
                    parallel: bool = True) -> GrammarConstraint | None:
         """Grammar for replies that may (choice "auto"/None), must ("any"/"required"), must call one named tool
-        (choice = its name), or must not call any ("none": free text without a tool-call tag; the tools stay in
-        the prompt, so an agent's answering step continues the cache of its calling steps)."""
+        (choice = its name), or must not call any ("none": free text without a tool-call tag, nor any mangled one
+        such as `<tool_call call>`; the tools stay in the prompt, so an agent's answering step continues the cache of
+        its calling steps)."""
         if not tools:
             return None
         if choice == "none":
-            grammar = {"type": "any_text", "excludes": [TOOL_CALL_OPEN]}
+            grammar = {"type": "any_text", "excludes": [TOOL_CALL_OPEN.rstrip(">"), TOOL_CALL_CLOSE.rstrip(">")]}
             text = _dumps({"type": "structural_tag", "format": grammar}, "tool schemas")
             return self._constraint("tools:" + text, lambda: self._compiler.compile_structural_tag(text))
         chosen = _chosen(tools, choice)

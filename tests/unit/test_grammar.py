@@ -67,7 +67,10 @@ def test_parallel_false_admits_a_single_call(builder, tokenizer):
 @pytest.mark.parametrize("text, expected", [
     ("Just an answer, x < y.", True),
     ("Let me look.\n" + WEATHER, False),
-    ("<tool_call", True),  # only the whole tag is refused
+    ("<tool_call call>", False),  # a mangled tag is an unparsable call, never an answer
+    ("<tool_call", False),
+    ("</tool_call>", False),
+    ("Calls like tool_call() are fine.", True),
 ])
 def test_choice_none_admits_text_but_no_call(builder, tokenizer, text, expected):
     assert admits(builder.tool_calls(TOOLS, "none"), tokenizer, text) is expected

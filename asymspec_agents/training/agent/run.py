@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--unstated", type=float, default=0.0,
                         help="share of conversations asking for a tool's task without the values its arguments need, "
                              "answered by asking for them (also taken from the off-topic share; default 0)")
+    parser.add_argument("--near-company", type=float, default=0.0,
+                        help="share of the call conversations that offer the fitting tool beside tools near its topic "
+                             "(of its domain and the neighbouring ones) rather than of any domain (default 0)")
     parser.add_argument("--right-reads", action="store_true",
                         help="train only on the readings whose raw reply states the planted value (default: all, as "
                              "the shipped bundled-agent's recipe)")
@@ -94,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 TRAIN_FILE = "train.json"  # the loss of every step, training seconds and the options, written when training ends
-RECIPE = ("verifier", "examples", "reads", "near_misses", "twins", "unstated", "right_reads", "dev", "dev_reads",
-          "dev_lookups", "rank", "alpha", "epochs", "lr", "accumulate", "seed")  # what decides the adapter and report
+RECIPE = ("verifier", "examples", "reads", "near_misses", "twins", "unstated", "near_company", "right_reads", "dev",
+          "dev_reads", "dev_lookups", "rank", "alpha", "epochs", "lr", "accumulate", "seed")  # what decides the adapter and report
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -123,7 +126,8 @@ def run(args: argparse.Namespace) -> dict:
     train_questions, dev_questions = split_questions()
     answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
     read_answers = ReadAnswers(model, tokenizer, out / "read_answers.json")
-    shares = {"near_misses": args.near_misses, "twins": args.twins, "unstated": args.unstated}
+    shares = {"near_misses": args.near_misses, "twins": args.twins, "unstated": args.unstated,
+              "near_company": args.near_company}
     train_set = conversations(args.examples, args.seed, train_tools, train_questions, answers, **shares)
     # readings draw from their own seeds: adding them leaves the other conversations as they were
     reads = readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)

@@ -81,11 +81,15 @@ def split_questions(dev: int = 6) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def conversations(count: int, seed: int, tools: list[Tool], questions,
                   answer: Callable[[str], str | None], near_misses: float = 0.0,
-                  twins: float = 0.0, unstated: float = 0.0) -> list[Conversation]:
+                  twins: float = 0.0, unstated: float = 0.0, near_company: float = 0.0) -> list[Conversation]:
     """`count` conversations of the kinds in `KINDS` (their shares), from `tools` and general `questions`, whose
     replies `answer(question)` gives (the raw model's own; None: that question is not used). `near_misses`, `twins`
     and `unstated` of them are nearmiss, twin and unstated conversations, taken from offtopic's share (0: the same
-    conversations as before those kinds existed)."""
+    conversations as before those kinds existed). `near_company` of the call conversations offer the fitting tool
+    beside tools near its topic (nearmiss's kind of tools: the same ones, this time with the fitting tool among
+    them) instead of tools of any domain (0: no draw is spent on it)."""
+    if not 0.0 <= near_company <= 1.0:
+        raise InvalidInputError(f"near_company is a share of the call conversations, from 0 to 1, not {near_company}.")
     taken = {"near_misses": near_misses, "twins": twins, "unstated": unstated}
     for name, share in taken.items():
         if share < 0:
@@ -112,7 +116,7 @@ def conversations(count: int, seed: int, tools: list[Tool], questions,
             if answered:
                 out.append(_general(rng, tools, answered, answer))
             continue
-        out.append(_build(kind, rng, tools, chains))
+        out.append(_build(kind, rng, tools, chains, near_company))
     return out
 
 
@@ -177,7 +181,7 @@ def _general(rng: Random, tools: list[Tool], questions: list[str], answer) -> Co
                          view, [])
 
 
-def _build(kind: str, rng: Random, tools: list[Tool], chains) -> Conversation:
+def _build(kind: str, rng: Random, tools: list[Tool], chains, near_company: float = 0.0) -> Conversation:
     view = rng.choice(["full", "comp"])
     if kind in ("offtopic", "nearmiss"):
         asked = rng.choice([t for t in tools if kind == "offtopic" or _near(t, tools)])
@@ -211,7 +215,9 @@ def _build(kind: str, rng: Random, tools: list[Tool], chains) -> Conversation:
                     AssistantMessage(_answer(second, args2, result2))]
         return _conversation(kind, rng, offered, names, messages, view, [(names[first.name], {"country": country})])
     tool = rng.choice(tools)
-    offered = _offered(rng, tools, [tool])
+    # the fitting tool among near ones: deciding by what the tools do, not by how far their topic is
+    near = kind == "call" and near_company and rng.random() < near_company and _near(tool, tools)
+    offered = _offered(rng, near, [tool], at_least_one=True) if near else _offered(rng, tools, [tool])
     names = _names(rng, offered)
     name = names[tool.name]
     if kind == "parallel":
@@ -299,9 +305,10 @@ def _neighbourhood(domain: str) -> set[str]:
     return next((g for g in NEIGHBOURS if domain in g), {domain})
 
 
-def _offered(rng: Random, tools: list[Tool], needed: list[Tool]) -> list[Tool]:
+def _offered(rng: Random, tools: list[Tool], needed: list[Tool], at_least_one: bool = False) -> list[Tool]:
     others = [t for t in tools if t not in needed]
-    offered = needed + rng.sample(others, min(len(others), rng.choice([0, 0, 1, 2, 3, 4])))
+    count = rng.randint(1, 4) if at_least_one else rng.choice([0, 0, 1, 2, 3, 4])
+    offered = needed + rng.sample(others, min(len(others), count))
     rng.shuffle(offered)
     return offered
 

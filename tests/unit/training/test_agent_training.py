@@ -83,6 +83,27 @@ def test_no_tool_replies_offer_other_domains_or_near_misses_never_the_tool_asked
     assert sum(c.kind == "nearmiss" for c in train_set) >= 0.05 * len(train_set)
 
 
+def test_near_company_offers_the_fitting_tool_among_near_ones(data):
+    """near_company=1: every call conversation offers, beside the tool it calls, only tools near that tool's topic
+    (at least one where there are any); the other kinds are drawn as before, and the share is checked."""
+    train_tools, train_questions = data[2], split_questions()[0]
+    crowded = conversations(300, 0, train_tools, train_questions, ANSWERS, near_company=1.0)
+    calls = [c for c in crowded if c.kind == "call"]
+    assert len(calls) > 100
+    for c in calls:
+        fitting = next(t for t in train_tools if c.expected["calls"][0]["name"] in _variants([t]))
+        others = [t for t in train_tools if t is not fitting and _offered(c) & _variants([t])]
+        group = next((g for g in NEIGHBOURS if fitting.domain in g), {fitting.domain})
+        assert all(t.domain in group and t.name not in GENERIC for t in others)
+        assert others or not [t for t in train_tools if t is not fitting and t.domain in group
+                              and t.name not in GENERIC]
+    plain = [c for c in conversations(300, 0, train_tools, train_questions, ANSWERS) if c.kind == "call"]
+    assert sum(len(c.tools) for c in calls) / len(calls) > sum(len(c.tools) for c in plain) / len(plain)
+    for share in (-0.1, 1.5):
+        with pytest.raises(InvalidInputError, match="near_company is a share"):
+            conversations(10, 0, train_tools, train_questions, ANSWERS, near_company=share)
+
+
 def test_near_misses_twins_and_unstated_replace_off_topic_conversations_and_default_to_none(data):
     """near_misses=twins=unstated=0 (the defaults) draw what the recipe drew before those kinds existed (the shipped adapter
     stays reproducible); with them, the first conversations are the same until an off-topic draw becomes one."""
