@@ -97,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 TRAIN_FILE = "train.json"  # the loss of every step, training seconds and the options, written when training ends
+# what decides the adapter and report
 RECIPE = ("verifier", "examples", "reads", "near_misses", "twins", "unstated", "near_company", "right_reads", "dev",
-          "dev_reads", "dev_lookups", "rank", "alpha", "epochs", "lr", "accumulate", "seed")  # what decides the adapter and report
+          "dev_reads", "dev_lookups", "rank", "alpha", "epochs", "lr", "accumulate", "seed")
 
 
 def run(args: argparse.Namespace) -> dict:
