@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> dict:
     from ...context import DualContext
     from ...models import load_model
     from ...models.students import StudentSpec, assemble_student
-    from .transcripts import conversations, readings, render, split_questions, split_tools
+    from .transcripts import conversations, held_out_conversations, readings, render, split_questions, split_tools
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> dict:
     # checked before any raw reply is decoded: a wrong --out fails in seconds, not after minutes of decoding
     history = _trained(out, spec, recipe) if args.report_only else None
     train_tools, dev_tools = split_tools()
-    train_questions, dev_questions = split_questions()
+    train_questions, _ = split_questions()
     answers = GeneralAnswers(model, tokenizer, out / "general_answers.json")
     read_answers = ReadAnswers(model, tokenizer, out / "read_answers.json")
     shares = {"near_misses": args.near_misses, "twins": args.twins, "unstated": args.unstated,
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> dict:
     # readings draw from their own seeds: adding them leaves the other conversations as they were
     reads = readings(args.reads, args.seed + 500, tokenizer, train_tools, read_answers)
     train_set += [c for c in reads if not args.right_reads or _states_planted(c)]
-    dev_set = conversations(args.dev, args.seed + 10_000, dev_tools, dev_questions, answers, **shares)
+    dev_set = held_out_conversations(args.dev, args.seed, answers, **shares)
     dev_reads = readings(args.dev_reads, args.seed + 10_500, tokenizer, dev_tools)
     context = DualContext(tokenizer)
     rendered = [render(context, c, tokenizer) for c in train_set]

@@ -120,6 +120,16 @@ def conversations(count: int, seed: int, tools: list[Tool], questions,
     return out
 
 
+def held_out_conversations(count: int, seed: int, answer: Callable[[str], str | None],
+                           **shares: float) -> list[Conversation]:
+    """The held-out conversations `train-agent`'s report draws for a recipe's `seed` and `shares` (of
+    `conversations`): its held-out tools and questions, from their own seed, so that other verifiers can be measured
+    on the very same ones."""
+    _, tools = split_tools()
+    _, questions = split_questions()
+    return conversations(count, seed + 10_000, tools, questions, answer, **shares)
+
+
 def readings(count: int, seed: int, tokenizer, tools: list[Tool],
              answer: Callable[[Conversation], str | None] | None = None) -> list[Conversation]:
     """`count` conversations that answer from documents (two in three) or from a search tool's long output, each in

@@ -7,13 +7,11 @@ from pathlib import Path
 import torch
 from asymspec_agents.models import load_model
 from asymspec_agents.training.agent.run import GeneralAnswers, evaluate
-from asymspec_agents.training.agent.transcripts import conversations, split_questions, split_tools
+from asymspec_agents.training.agent.transcripts import held_out_conversations
 torch.set_num_threads(2)
 raw, tokenizer = load_model("bundled")
-_, dev_tools = split_tools()
-_, dev_questions = split_questions()
 answers = GeneralAnswers(raw, tokenizer, Path("runs/agent-twins/general_answers.json"))
-dev_set = conversations(80, 10_000, dev_tools, dev_questions, answers, 0.06, 0.12)
+dev_set = held_out_conversations(80, 0, answers, near_misses=0.06, twins=0.12)
 model, _ = load_model("bundled-agent")
 result = evaluate(model, tokenizer, dev_set, "shipped on the twins draw")
 Path(__file__).with_name("held-out-shipped.json").write_text(json.dumps(result, indent=1))

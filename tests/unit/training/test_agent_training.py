@@ -14,8 +14,9 @@ from asymspec_agents.models.students import assemble_student
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
 from asymspec_agents.training.agent.catalogue import TOOLS, TWINS
 from asymspec_agents.training.agent.run import TRAIN_FILE, _names, _trained, _value_in, train
-from asymspec_agents.training.agent.transcripts import (GENERIC, KINDS, NEIGHBOURS, conversations, readings, render,
-                                                         split_questions, split_tools)
+from asymspec_agents.training.agent.transcripts import (GENERIC, KINDS, NEIGHBOURS, conversations,
+                                                         held_out_conversations, readings, render, split_questions,
+                                                         split_tools)
 
 def ANSWERS(question: str) -> str:  # noqa: N802 (stands where the raw model's replies go)
     return f"A reply to: {question}"
@@ -24,10 +25,10 @@ def ANSWERS(question: str) -> str:  # noqa: N802 (stands where the raw model's r
 @pytest.fixture(scope="module")
 def data():
     train_tools, dev_tools = split_tools()
-    train_questions, dev_questions = split_questions()
+    train_questions, _ = split_questions()
     return (conversations(300, 0, train_tools, train_questions, ANSWERS, near_misses=0.06, twins=0.10,
                           unstated=0.04),
-            conversations(60, 10_000, dev_tools, dev_questions, ANSWERS), train_tools, dev_tools)
+            held_out_conversations(60, 0, ANSWERS), train_tools, dev_tools)
 
 
 def _offered(conversation) -> set[str]:
