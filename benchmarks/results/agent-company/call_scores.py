@@ -26,6 +26,10 @@ def best_at(pos, neg, calls: float = 0.9) -> float:
     return max(sum(n <= t for n in neg) / len(neg) for t in sorted(pos) if sum(p > t for p in pos) / len(pos) >= calls)
 
 
+def rate(scores) -> float:
+    return sum(s > 0 for s in scores) / len(scores)
+
+
 def table(paths: list[str]) -> str:
     rows = ["| verifier | held-out AUC | calls / no call at 0 | best at 0.9 | BFCL AUC | multiple calls / "
             "irrelevance no call at 0 | best at 0.9 |", "|---|---|---|---|---|---|---|"]
@@ -33,7 +37,6 @@ def table(paths: list[str]) -> str:
         d = json.loads(Path(path).read_text())
         pos, neg = d["held_out"]["pos"], d["held_out"]["neg"]
         multiple, irrelevance = d["bfcl"]["multiple"], d["bfcl"]["irrelevance"]
-        rate = lambda scores: sum(s > 0 for s in scores) / len(scores)
         rows.append(f"| {d['folder']} | {auc(pos, neg):.2f} | {rate(pos):.2f} / {1 - rate(neg):.2f} | "
                     f"{best_at(pos, neg):.2f} | {auc(multiple, irrelevance):.2f} | {rate(multiple):.2f} / "
                     f"{1 - rate(irrelevance):.2f} | {best_at(multiple, irrelevance):.2f} |")
@@ -55,7 +58,6 @@ def measure(folder: str) -> dict:
     raw, tokenizer = load_model("bundled")
     answers = GeneralAnswers(raw, tokenizer, Path("runs/agent-v6/general_answers.json"))
     dev = held_out_conversations(80, 0, answers, near_misses=0.03, twins=0.08, unstated=0.03)
-    del raw
     model, _ = load_model(folder)
     context = AsymSpecChat(AsymSpecEngine(model, None, tokenizer)).context
     opening = tokenizer.encode("<tool_call>", add_special_tokens=False)[0]
