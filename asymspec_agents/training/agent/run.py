@@ -1,6 +1,8 @@
 """The `asymspec train-agent` command: teach a verifier to act as an agent, with a LoRA delta on all its layers.
 
     asymspec train-agent --out runs/agent            # the shipped bundled-agent's recipe (its defaults)
+    asymspec train-agent --examples 1200 --near-misses 0 --twins 0 --unstated 0 --near-company 0 \
+        --no-right-reads --out runs/agent-2026-12-04  # the 2026-12-04 bundled-agent's
 
 Data: conversations over invented tools (`catalogue`, `transcripts`): decide whether an offered tool is needed, call
 it with the values the question states, answer from its result in words and stop, say so when no offered tool fits,
@@ -58,24 +60,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="asymspec train-agent", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--verifier", default="bundled", help="the model to tune (default: bundled)")
-    parser.add_argument("--examples", type=int, default=1200, help="training conversations")
+    parser.add_argument("--examples", type=int, default=2400, help="training conversations")
     parser.add_argument("--reads", type=int, default=240, help="training conversations over documents and tool "
                         "outputs, with the raw model's own replies")
-    parser.add_argument("--near-misses", type=float, default=0.0,
+    parser.add_argument("--near-misses", type=float, default=0.04,
                         help="share of conversations whose offered tools are near the question's topic but none fits "
-                             "(taken from the off-topic share, 0.22; default 0, the shipped bundled-agent's recipe)")
-    parser.add_argument("--twins", type=float, default=0.0,
+                             "(taken from the off-topic share, 0.22; the 2026-12-04 recipe, with no near misses, "
+                             "twins, unstated questions or near company, is in this command's description)")
+    parser.add_argument("--twins", type=float, default=0.10,
                         help="share of conversations offering a tool asked, with its own argument values, for what "
-                             "it does not do (also taken from the off-topic share; default 0)")
-    parser.add_argument("--unstated", type=float, default=0.0,
+                             "it does not do (also taken from the off-topic share)")
+    parser.add_argument("--unstated", type=float, default=0.03,
                         help="share of conversations asking for a tool's task without the values its arguments need, "
-                             "answered by asking for them (also taken from the off-topic share; default 0)")
-    parser.add_argument("--near-company", type=float, default=0.0,
+                             "answered by asking for them (also taken from the off-topic share)")
+    parser.add_argument("--near-company", type=float, default=0.5,
                         help="share of the call conversations that offer the fitting tool beside tools near its topic "
-                             "(of its domain and the neighbouring ones) rather than of any domain (default 0)")
-    parser.add_argument("--right-reads", action="store_true",
-                        help="train only on the readings whose raw reply states the planted value (default: all, as "
-                             "the shipped bundled-agent's recipe)")
+                             "(of its domain and the neighbouring ones) rather than of any domain")
+    parser.add_argument("--right-reads", action=argparse.BooleanOptionalAction, default=True,
+                        help="train only on the readings whose raw reply states the planted value (--no-right-reads: "
+                             "all, as the 2026-12-04 recipe)")
     parser.add_argument("--dev", type=int, default=80, help="held-out conversations for the report")
     parser.add_argument("--dev-reads", type=int, default=24, help="held-out readings for the report")
     parser.add_argument("--dev-lookups", type=int, default=13,
