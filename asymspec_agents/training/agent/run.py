@@ -65,17 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "outputs, with the raw model's own replies")
     parser.add_argument("--near-misses", type=float, default=0.04,
                         help="share of conversations whose offered tools are near the question's topic but none fits "
-                             "(taken from the off-topic share, 0.22; the 2026-12-04 recipe, with no near misses, "
-                             "twins, unstated questions or near company, is in this command's description)")
+                             "(taken from the off-topic share, 0.22; default %(default)s; the 2026-12-04 recipe, with "
+                             "no near misses, twins, unstated questions or near company, is in the description)")
     parser.add_argument("--twins", type=float, default=0.10,
                         help="share of conversations offering a tool asked, with its own argument values, for what "
-                             "it does not do (also taken from the off-topic share)")
+                             "it does not do (also taken from the off-topic share; default %(default)s)")
     parser.add_argument("--unstated", type=float, default=0.03,
                         help="share of conversations asking for a tool's task without the values its arguments need, "
-                             "answered by asking for them (also taken from the off-topic share)")
+                             "answered by asking for them (also taken from the off-topic share; default %(default)s)")
     parser.add_argument("--near-company", type=float, default=0.5,
                         help="share of the call conversations that offer the fitting tool beside tools near its topic "
-                             "(of its domain and the neighbouring ones) rather than of any domain")
+                             "(of its domain and the neighbouring ones) rather than of any domain; default %(default)s")
     parser.add_argument("--right-reads", action=argparse.BooleanOptionalAction, default=True,
                         help="train only on the readings whose raw reply states the planted value (--no-right-reads: "
                              "all, as the 2026-12-04 recipe)")
