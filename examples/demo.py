@@ -15,7 +15,7 @@ pipeline would. The same question is then answered by
 
 each from empty caches, with the numbers its answer gives, wall time and total FLOPs (drafter + verifier). Nothing
 is scripted: if a system gets the code wrong, the table says so. `asymspec bench accuracy --pair bundled-agent`
-measures the same over many documents (benchmarks/results/agent-drafter/).
+measures the same over many documents (docs/benchmarks.md).
 
     python examples/demo.py [--seed 0] [--chars 7000] [--ratio 4]
 """

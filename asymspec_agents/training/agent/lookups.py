@@ -3,7 +3,7 @@
 
 They measure what the first-reply measures and the planted-value readings did not see: whether the tuned model
 still answers from a long, real search result (a twin-reply recipe once stated none of six answers its searches
-found, `benchmarks/results/agent-twins/`). Written for this report; never trained on, and not the examples'
+found; docs/agents.md). Written for this report; never trained on, and not the examples'
 question (theirs is about assert).
 """
 

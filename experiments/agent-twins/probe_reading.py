@@ -1,7 +1,7 @@
 """Diagnosis: the LangGraph example's agent (one forced search, then the answer; the default pair, greedy) on ten
 Python-reference questions written for this check. Run from the repository root:
 
-    OMP_NUM_THREADS=1 python benchmarks/results/agent-twins/probe_reading.py LABEL
+    OMP_NUM_THREADS=1 python experiments/agent-twins/probe_reading.py LABEL
 
 It uses the installed `bundled-agent`; the twins verifier was probed with its delta copied over
 asymspec_agents/models/verifiers/bundled-agent/delta.safetensors (the assembled model's cache follows the delta)."""

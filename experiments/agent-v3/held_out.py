@@ -1,6 +1,6 @@
 """Held-out replies of one tuned verifier on the near-miss run's held-out set, per kind (README.md beside this).
 
-    python benchmarks/results/agent-v3/held_out.py bundled-agent held-out-bundled-agent.json
+    python experiments/agent-v3/held_out.py bundled-agent held-out-bundled-agent.json
 """
 
 import json

@@ -1,6 +1,6 @@
 """retrieval_qa.py's two questions with the default verifier per mode (the default drafter where it drafts).
 
-Run from the repository root: OMP_NUM_THREADS=1 python benchmarks/results/agent-unstated/probe_modes.py [MODE ...]
+Run from the repository root: OMP_NUM_THREADS=1 python experiments/agent-unstated/probe_modes.py [MODE ...]
 """
 import sys
 sys.path.insert(0, "examples")

@@ -1,7 +1,7 @@
 """The answer in a long tool output, inside a real LangChain agent: Floor, AsymSpec (paper rule with and without
 the fused bonus) and Ceiling on the demo's planted document, returned by one forced, argument-free tool call.
 
-    python benchmarks/results/small-drafter-tools/agent_probe.py DRAFTER [FIRST_SEED] [END_SEED]
+    python experiments/small-drafter-tools/agent_probe.py DRAFTER [FIRST_SEED] [END_SEED]
 
 DRAFTER is `bundled-small` or a folder `asymspec distill-drafter` wrote. The verifier keeps the head and tail of
 the tool output (400 tokens of about 1.6k). Prints one block per seed: the code, then each system's verdict, time,

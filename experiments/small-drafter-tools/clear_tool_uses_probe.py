@@ -1,7 +1,7 @@
 """A fact in a tool output that LangChain's ClearToolUsesEdit cleared from the verifier's view: five systems, two
 phrasings of the question, with the shipped `bundled-small` (docs/langchain.md).
 
-    python benchmarks/results/small-drafter-tools/clear_tool_uses_probe.py
+    python experiments/small-drafter-tools/clear_tool_uses_probe.py
 """
 import sys
 from pathlib import Path

@@ -3,7 +3,7 @@ signature's description sentence, the first sentence of each top-level argument'
 
     get_weather(city: str)  # Get the weather for a city. Args: city: City name.
 
-    python benchmarks/results/agent-twins/args_view.py --items 0 --verifiers bundled-agent --systems asymspec \
+    python experiments/agent-twins/args_view.py --items 0 --verifiers bundled-agent --systems asymspec \
         --choices auto --categories irrelevance --out runs/args-irrelevance
 """
 import sys

@@ -1,6 +1,6 @@
 """The shipped bundled-agent on the twins run's held-out draw (the same 80 conversations its report used):
 
-    python benchmarks/results/agent-twins/held_out_shipped.py    # needs runs/agent-twins/general_answers.json
+    python experiments/agent-twins/held_out_shipped.py    # needs runs/agent-twins/general_answers.json
 """
 import json
 from pathlib import Path

@@ -1,6 +1,6 @@
 """Rerun vs shipped bundled-small: delta tensors, and per-kind dev agreement of both on the rerun's dev records.
 
-    python benchmarks/results/small-drafter/recipe-rerun/compare.py runs/bundled-small-rerun
+    python experiments/small-drafter/recipe-rerun/compare.py runs/bundled-small-rerun
 
 writes compare.json into the rerun's folder.
 """

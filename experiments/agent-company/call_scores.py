@@ -4,10 +4,10 @@ reads), for v6's held-out draw (first turns) and BFCL irrelevance (all 240) and 
 a conversation that wants a call scores above one that wants none; the call rates are those of scores above 0 (the
 opening more likely than not), a proxy for the greedy decision, not the decision itself.
 
-    python benchmarks/results/agent-company/call_scores.py FOLDER OUT.json    # ~4 min, one thread
+    python experiments/agent-company/call_scores.py FOLDER OUT.json    # ~4 min, one thread
         # FOLDER: a verifier's student.json and delta (runs/agent-shipped: the 2026-12-04 bundled-agent's);
         # needs runs/agent-v6's caches, like ../agent-unstated/held_out_shipped.py
-    python benchmarks/results/agent-company/call_scores.py --table OUT.json ...   # the markdown table
+    python experiments/agent-company/call_scores.py --table OUT.json ...   # the markdown table
 
 "best at 0.9": over every threshold that calls on >= 0.9 of the call-wanted side, the largest share of the other
 side left uncalled. On BFCL that threshold is read off BFCL itself: it says what the verifier's ranking allows at

@@ -1,7 +1,7 @@
 """A verifier on v6's held-out draw (the 80 conversations and 13 lookups v6's report used), so that verifiers trained
 with other recipes, whose own reports draw other conversations, compare on the same ones:
 
-    python benchmarks/results/agent-unstated/held_out_shipped.py FOLDER [OUT.json]
+    python experiments/agent-unstated/held_out_shipped.py FOLDER [OUT.json]
         # FOLDER: that verifier's student.json and delta (the 2026-12-04 bundled-agent's for held-out-shipped.json,
         # OUT's default); needs runs/agent-v6's caches
 """
