@@ -171,7 +171,45 @@ def resolve_source(source: str | os.PathLike) -> tuple[str, str | None]:
         return str(converted_gguf_dir(path)), None
     if path.is_dir():
         return str(assembled_student_dir(path) if (path / SPEC_FILE).is_file() else path), None
+    check_hub_id(text)
     return text, None
+
+
+def bundled_names() -> list[str]:
+    """Every model and pair name this package knows without a path or a hub id."""
+    return [BUNDLED, BUNDLED_GEMMA, *STUDENTS, *QUANTIZED, *PAIRS]
+
+
+def check_hub_id(text: str) -> None:
+    """Fail in seconds, not after minutes of hub retries, where `text` is neither a bundled name, an existing path,
+    a model in the local hub cache, nor a model the hub answers for; the error lists the bundled names and the
+    closest one. The hub is asked once, with a short timeout, and only when the model is not cached."""
+    import difflib
+
+    import huggingface_hub
+    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+
+    names = bundled_names()
+    close = difflib.get_close_matches(text, names, n=1, cutoff=0.6)
+    what = (f"{text!r} is not a bundled name ({', '.join(names)}), an existing file or folder"
+            + (f" (did you mean {close[0]!r}?)" if close else ""))
+    try:
+        if isinstance(huggingface_hub.try_to_load_from_cache(text, "config.json"), str):
+            return  # downloaded before: transformers loads it from the cache
+    except HFValidationError:
+        raise ModelLoadError(f"{what}, nor a valid hub id (owner/name).") from None
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise ModelLoadError(f"{what}, nor a model in the local hub cache (HF_HUB_OFFLINE is set).")
+    try:
+        huggingface_hub.model_info(text, timeout=10)
+    except GatedRepoError:
+        return  # it exists; transformers says what access it needs
+    except RepositoryNotFoundError:
+        raise ModelLoadError(f"{what}, nor a model on the hub.") from None
+    except Exception as exc:  # no network, a proxy, a timeout: the hub cannot say
+        raise ModelLoadError(f"{what}, nor a model in the local hub cache, and the hub is not reachable from this "
+                             f"machine ({type(exc).__name__}). Pass a local folder or download the model first."
+                             ) from None
 
 
 def bundled_gguf_path() -> Path:

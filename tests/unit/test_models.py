@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -61,6 +62,32 @@ def test_an_unreachable_hub_id_raises_model_load_error():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"}).stdout
     assert out.startswith("ModelLoadError") and "no-such-org/no-such-model" in out and "bundled" in out
+
+
+def test_a_mistyped_name_fails_at_once_listing_the_bundled_names_and_the_closest(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    started = time.perf_counter()
+    with pytest.raises(ModelLoadError, match="did you mean 'bundled-agent'") as caught:
+        load_model("bundled-agnt")
+    assert time.perf_counter() - started < 5
+    assert all(name in str(caught.value) for name in ("bundled", "bundled-agent-small", "bundled-hetero"))
+    with pytest.raises(ModelLoadError, match="nor a valid hub id"):
+        resolve_source("not a name/at all/")
+
+
+def test_a_hub_id_in_the_local_cache_is_accepted_offline(monkeypatch, tmp_path):
+    import huggingface_hub.constants
+
+    snapshot = tmp_path / "models--acme--tiny" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--acme--tiny" / "refs").mkdir()
+    (tmp_path / "models--acme--tiny" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_source("acme/tiny") == ("acme/tiny", None)
+    with pytest.raises(ModelLoadError, match="local hub cache"):
+        resolve_source("acme/other")
 
 
 def test_tiny_pairs_are_deterministic_by_seed():

@@ -21,7 +21,8 @@ from asymspec_agents.context import AssistantMessage, ToolCall, ToolResult, User
 from asymspec_agents.context import SystemMessage as CoreSystemMessage
 from asymspec_agents.context.messages import with_later_messages as core_with_later_messages
 from asymspec_agents.context.tool_format import InvalidToolCall, ParsedToolCall
-from asymspec_agents.errors import InvalidInputError
+from asymspec_agents.context.tools import validate_tools
+from asymspec_agents.errors import InvalidInputError, InvalidToolSchemaError
 
 # content blocks that carry text; every other block kind is media this text-only pair cannot read
 _TEXT_BLOCKS = {"text", "text-plain"}
@@ -92,8 +93,19 @@ def content_text(content: str | list, index: int, skip: set[str] = frozenset()) 
 
 def to_tool_specs(tools: Sequence[Any]) -> list[dict]:
     """Any tool LangChain accepts (BaseTool, function, Pydantic model, TypedDict, OpenAI or JSON-schema dict) as
-    the OpenAI function form `{"type": "function", "function": {name, description, parameters}}`."""
-    return [convert_to_openai_tool(tool) for tool in tools]
+    the OpenAI function form `{"type": "function", "function": {name, description, parameters}}`, checked by the
+    core (a malformed tool raises `InvalidToolSchemaError` naming it, as the server answers 400)."""
+    out = []
+    for index, tool in enumerate(tools):
+        try:
+            out.append(convert_to_openai_tool(tool))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise InvalidToolSchemaError(
+                f"Tool {index} ({type(tool).__name__}) is not a tool LangChain can convert ({exc!r}); pass a BaseTool, "
+                "a function, a Pydantic model, or a dict {'type': 'function', 'function': {'name': ..., "
+                "'description': ..., 'parameters': {...}}}.") from None
+    validate_tools(out)
+    return out
 
 
 def to_tool_choice(tool_choice: Any, tools: Sequence[dict]) -> str | None:

@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ChatMessage, Func
 from asymspec_agents.context import AssistantMessage, ToolResult, UserMessage
 from asymspec_agents.context import SystemMessage as CoreSystem
 from asymspec_agents.context.tool_format import InvalidToolCall, ParsedToolCall
-from asymspec_agents.errors import InvalidInputError
+from asymspec_agents.errors import InvalidInputError, InvalidToolSchemaError
 from langchain_asymspec.messages import (content_text, format_instruction, to_core_messages, to_tool_choice,
                                          to_tool_specs, tool_call_chunk_of, with_format_instruction)
 
@@ -64,6 +64,14 @@ def test_tools_of_every_langchain_kind_become_openai_functions():
 
     [spec] = to_tool_specs([add])
     assert spec["function"]["name"] == "add" and spec["function"]["parameters"]["required"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("tool", [{"type": "function", "function": {"description": "no name"}},
+                                  {"description": "no name", "parameters": {}},
+                                  {"type": "function", "function": {"name": "has space", "parameters": {}}}])
+def test_a_malformed_tool_dict_gets_the_projects_own_error(tool):
+    with pytest.raises(InvalidToolSchemaError, match="[Tt]ool"):
+        to_tool_specs([tool])
 
 
 def test_a_valid_call_chunk_merges_into_the_same_tool_call():
