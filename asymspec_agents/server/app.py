@@ -2,13 +2,17 @@
 
 Each request decodes in a worker thread (`aio.iterate_in_thread`); the engine interleaves the requests' blocks
 and keeps one cache set per conversation (engine/pool.py), so many clients share one pair. At most `max_queue`
-requests are admitted at once (running or waiting); the next one gets 503 with a Retry-After header.
+requests are admitted at once (running or waiting); the next one gets 503 with a Retry-After header. With API
+keys set (`--api-key`, `ASYMSPEC_API_KEY`), every `/v1/*` route wants `Authorization: Bearer KEY` (401 otherwise);
+`/health` stays open.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
+import os
 import json
 import logging
 import signal
@@ -34,14 +38,17 @@ from .process import DRAIN_SECONDS
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 16
+API_KEY_ENV = "ASYMSPEC_API_KEY"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 
 
 def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: int = DEFAULT_MAX_QUEUE,
-               config: GenerationConfig | None = None) -> FastAPI:
-    """The app serving `chat` as `model_name`; `config`: the generation settings requests start from."""
+               config: GenerationConfig | None = None, api_keys: tuple[str, ...] = ()) -> FastAPI:
+    """The app serving `chat` as `model_name`; `config`: the generation settings requests start from; `api_keys`:
+    the keys a `/v1/*` request must bear (none: open to whoever reaches the port)."""
     base = config or chat.config
+    keys = [key.encode() for key in api_keys]
     admitted = 0  # requests running or waiting; the event loop is the only writer
 
     @asynccontextmanager
@@ -63,6 +70,14 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         return app.openapi_schema
 
     app.openapi = openapi
+
+    @app.middleware("http")  # added before the log: the log wraps it and records 401s too
+    async def authorize(request: Request, call_next):
+        if keys and request.url.path.startswith("/v1/") and not _bears_a_key(request, keys):
+            return JSONResponse(wire.error_body("A valid API key is required: send the header 'Authorization: Bearer "
+                                                "KEY' with a key the server was started with (--api-key).",
+                                                code="invalid_api_key"), status_code=401)
+        return await call_next(request)
 
     @app.middleware("http")
     async def log_request(request: Request, call_next):
@@ -185,6 +200,13 @@ def _log_reply(reply, stream: bool, seconds: float) -> None:
              reply.finish_reason, reply.stats.cache, prefill, seconds)
 
 
+def _bears_a_key(request: Request, keys: list[bytes]) -> bool:
+    """Whether the request's bearer token is one of `keys`, each compared in constant time."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    offered = token.strip().encode() if scheme.lower() == "bearer" else b""
+    return any([hmac.compare_digest(offered, key) for key in keys])  # a list: every key compared, found or not
+
+
 def _problem(error: dict) -> str:
     if error.get("type") == "json_invalid":
         return f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'invalid')} at character {error['loc'][-1]})"
@@ -234,9 +256,12 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(format="%(asctime)s asymspec serve: %(message)s", datefmt="%H:%M:%S",
                         level=args.log_level.upper(), stream=sys.stderr)
-    app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config)
-    print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1 - {_describe(args, chat, config)}",
-          file=sys.stderr, flush=True)
+    keys = tuple(args.api_key or ()) + ((os.environ[API_KEY_ENV],) if os.environ.get(API_KEY_ENV) else ())
+    app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config, api_keys=keys)
+    access = (f"{len(keys)} API key{'s' * (len(keys) > 1)} required on /v1/*" if keys else
+              "no API key: open to whoever reaches the port (--api-key or ASYMSPEC_API_KEY sets one)")
+    print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1 - {_describe(args, chat, config)}"
+          f"; {access}", file=sys.stderr, flush=True)
     # keep-alive longer than an agent's tool step: a client reusing a connection the server just closed fails.
     # SIGTERM or Ctrl-C: new connections are refused, replies in progress get up to DRAIN_SECONDS to finish
     # uvicorn drains, then raises the signal again for the handler it found: a SIGTERM then ends with status 0
@@ -257,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-name", default="asymspec", help="the name clients ask for (default: asymspec)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default: {DEFAULT_PORT})")
+    parser.add_argument("--api-key", action="append", metavar="KEY", help="a key clients must send as "
+                        "'Authorization: Bearer KEY' on /v1/* (repeatable; also read from ASYMSPEC_API_KEY); "
+                        "default: none, the server answers whoever reaches it")
     parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
                         help=f"requests admitted at once, running or waiting; more get 503 (default {DEFAULT_MAX_QUEUE})")
     parser.add_argument("--kv-budget-gib", type=float, default=None,

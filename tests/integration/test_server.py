@@ -134,3 +134,19 @@ def test_a_burst_beyond_the_queue_gets_503_and_the_rest_are_answered(server):
         thread.join(timeout=300)
     assert not other and len(answered) + len(busy) == CLIENTS + 4, other
     assert busy and answered and all("busy" in str(exc) for exc in busy)
+
+
+def test_a_server_started_with_keys_answers_only_requests_bearing_one(monkeypatch):
+    monkeypatch.setenv("ASYMSPEC_API_KEY", "from-the-environment")
+    with ServerProcess(["--api-key", "from-the-flag", "--max-new-tokens", "4"]) as keyed:
+        assert "2 API keys required" in keyed.log()
+        for key in ("from-the-flag", "from-the-environment"):
+            client = openai.OpenAI(base_url=keyed.base_url, api_key=key, timeout=120, max_retries=0)
+            reply = client.chat.completions.create(model="asymspec", max_tokens=4,
+                                                   messages=[{"role": "user", "content": "Say hi."}])
+            assert reply.choices[0].message.content is not None
+        wrong = openai.OpenAI(base_url=keyed.base_url, api_key="guess", timeout=120, max_retries=0)
+        with pytest.raises(openai.AuthenticationError, match="Bearer"):
+            wrong.models.list()
+        assert keyed.health()["status"] == "ok"  # /health stays open
+    assert keyed.returncode == 0

@@ -175,3 +175,23 @@ def test_a_cut_off_call_goes_out_as_text_and_only_whole_calls_as_tool_calls():
     message = wire.completion(reply, "asymspec", "id")["choices"][0]["message"]
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["a"]
     assert message["content"].startswith('{"name": "a", "arg')
+
+
+def test_with_api_keys_every_v1_route_wants_one_and_health_stays_open(chat):
+    with TestClient(create_app(chat, model_name="tiny", api_keys=("key-one", "key-two"))) as keyed:
+        body = {"model": "tiny", "messages": USER, "max_tokens": 4}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "key-one"},
+                        {"X-API-Key": "key-one"}, {"Authorization": "Basic key-one"}):
+            refused = keyed.post("/v1/chat/completions", json=body, headers=headers)
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key", headers
+            assert "--api-key" in refused.json()["error"]["message"]
+        assert keyed.get("/v1/models").status_code == 401
+        for key in ("key-one", "key-two"):
+            headers = {"Authorization": f"Bearer {key}"}
+            assert keyed.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+            assert keyed.get("/v1/models", headers=headers).json()["data"][0]["id"] == "tiny"
+        assert keyed.get("/health").status_code == 200
+
+
+def test_without_api_keys_the_server_stays_open(client):
+    assert client.get("/v1/models").status_code == 200
