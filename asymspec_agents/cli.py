@@ -47,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="an OpenAI-compatible HTTP server over a pair (needs the `serve` extra); `asymspec serve -h`")
     args, rest = parser.parse_known_args(argv)
     if args.command == "serve":
-        return importlib.import_module("asymspec_agents.server.app").main(rest) or 0
+        try:
+            server = importlib.import_module("asymspec_agents.server.app")
+        except ImportError as exc:
+            print(f"asymspec serve: error: {exc}; it needs the serve extra: pip install 'asymspec-agents[serve]'",
+                  file=sys.stderr)
+            return 2
+        return server.main(rest) or 0
     if args.command == "distill-drafter":
         return importlib.import_module("asymspec_agents.training.distill.run").main(rest) or 0
     if args.command == "train-agent":

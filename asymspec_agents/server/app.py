@@ -4,7 +4,7 @@ Each request decodes in a worker thread (`aio.iterate_in_thread`); the engine in
 and keeps one cache set per conversation (engine/pool.py), so many clients share one pair. At most `max_queue`
 requests are admitted at once (running or waiting); the next one gets 503 with a Retry-After header. With API
 keys set (`--api-key`, `ASYMSPEC_API_KEY`), every `/v1/*` route wants `Authorization: Bearer KEY` (401 otherwise);
-`/health` stays open.
+`/health` and `/metrics` (Prometheus, server/metrics.py) stay open.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from .. import arguments
 from ..aio import iterate_in_thread
@@ -34,6 +34,7 @@ from ..engine import GenerationConfig
 from ..engine.remote import RemoteModelError, is_remote
 from ..errors import AsymSpecError, ContextTooLongError
 from . import openai_format as wire
+from .metrics import ServerMetrics
 from .process import DRAIN_SECONDS
 
 DEFAULT_PORT = 8000
@@ -50,6 +51,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
     base = config or chat.config
     keys = [key.encode() for key in api_keys]
     admitted = 0  # requests running or waiting; the event loop is the only writer
+    metrics = ServerMetrics(lambda: chat.engine.pool.stats, lambda: admitted)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -83,6 +85,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
     async def log_request(request: Request, call_next):
         started = time.perf_counter()
         response = await call_next(request)
+        metrics.request(_route(app, request.scope), response.status_code)
         if not getattr(request.state, "logs_itself", False):  # a reply logs itself once it is complete
             log.info("%s %s %d %.2f s", request.method, request.url.path, response.status_code,
                      time.perf_counter() - started)
@@ -98,6 +101,10 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         pool = chat.engine.pool.stats
         return {"status": "ok", "model": model_name, "admitted": admitted, "max_queue": max_queue,
                 "models": _where(chat.engine), "cache_pool": {**vars(pool), "hit_rate": round(pool.hit_rate, 4)}}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -129,6 +136,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         deltas = iterate_in_thread(lambda: chat.stream(**arguments))
         try:
             first = await deltas.__anext__()  # bad messages or tools fail here: a 4xx, not a broken stream
+            metrics.first_token.observe(time.perf_counter() - started)
         except AsymSpecError as exc:
             admitted -= 1
             return _client_error(exc)
@@ -149,7 +157,10 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
             finally:
                 admitted -= 1
                 await deltas.aclose()
-                _log_reply(reply, body.stream, time.perf_counter() - started)
+                seconds = time.perf_counter() - started
+                _log_reply(reply, body.stream, seconds)
+                if reply is not None:
+                    metrics.reply(reply, seconds)
 
         if not body.stream:
             reply = None
@@ -198,6 +209,15 @@ def _log_reply(reply, stream: bool, seconds: float) -> None:
     log.info("POST /v1/chat/completions 200 %s prompt %d (full %d) completion %d %s cache %s prefill %s %.2f s",
              how, reply.usage.input_tokens, reply.usage.full_input_tokens, reply.usage.output_tokens,
              reply.finish_reason, reply.stats.cache, prefill, seconds)
+
+
+def _route(app: FastAPI, scope: dict) -> str:
+    """The path template a request went to (/v1/models/{name} counts as one route), also for requests refused
+    before routing (401)."""
+    from starlette.routing import Match
+
+    route = scope.get("route") or next((r for r in app.router.routes if r.matches(scope)[0] == Match.FULL), None)
+    return route.path if route is not None else "unmatched"
 
 
 def _bears_a_key(request: Request, keys: list[bytes]) -> bool:

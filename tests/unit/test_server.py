@@ -195,3 +195,35 @@ def test_with_api_keys_every_v1_route_wants_one_and_health_stays_open(chat):
 
 def test_without_api_keys_the_server_stays_open(client):
     assert client.get("/v1/models").status_code == 200
+
+
+def test_metrics_count_what_was_served_in_prometheus_text():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    pair = tiny_random_pair(seed=0)  # a pool of its own: the counts are this test's
+    chat = AsymSpecChat(AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer))
+    with TestClient(create_app(chat, model_name="tiny", api_keys=("k",))) as app:
+        headers = {"Authorization": "Bearer k"}
+        replies = [app.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, "max_tokens": 6},
+                            headers=headers).json() for _ in range(3)]
+        app.get("/v1/models/other", headers=headers)  # 404
+        app.get("/v1/models")  # 401
+        scraped = app.get("/metrics")
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(scraped.text) for s in family.samples}
+
+    def value(name, **labels):
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    assert value("asymspec:requests_total", route="/v1/chat/completions", status="200") == 3
+    assert value("asymspec:requests_total", route="/v1/models/{name}", status="404") == 1
+    assert value("asymspec:requests_total", route="/v1/models", status="401") == 1
+    assert value("asymspec:generation_tokens_total") == sum(r["usage"]["completion_tokens"] for r in replies)
+    assert value("asymspec:prompt_tokens_total") == sum(r["usage"]["prompt_tokens"] for r in replies)
+    assert value("asymspec:e2e_request_latency_seconds_count") == 3
+    assert value("asymspec:time_to_first_token_seconds_count") == 3
+    assert value("asymspec:spec_decode_num_draft_tokens_total") >= value("asymspec:spec_decode_num_accepted_tokens_total")
+    assert value("asymspec:num_requests_admitted") == 0
+    assert value("asymspec:kv_cache_budget_bytes") > 0 and value("asymspec:cache_sets") >= 1
+    assert sum(value("asymspec:cache_pool_calls_total", outcome=o) for o in ("continued", "branched", "fresh")) == 3
