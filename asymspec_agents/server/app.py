@@ -45,9 +45,13 @@ log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 
 
 def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: int = DEFAULT_MAX_QUEUE,
-               config: GenerationConfig | None = None, api_keys: tuple[str, ...] = ()) -> FastAPI:
+               config: GenerationConfig | None = None, api_keys: tuple[str, ...] = (),
+               max_tokens_limit: int | None = None) -> FastAPI:
     """The app serving `chat` as `model_name`; `config`: the generation settings requests start from; `api_keys`:
-    the keys a `/v1/*` request must bear (none: open to whoever reaches the port)."""
+    the keys a `/v1/*` request must bear (none: open to whoever reaches the port); `max_tokens_limit`: the most new
+    tokens a request may ask for (400 past it; past the models' window always)."""
+    window = chat.engine.context_window
+    token_limit = min(window, max_tokens_limit or window)
     base = config or chat.config
     keys = [key.encode() for key in api_keys]
     admitted = 0  # requests running or waiting; the event loop is the only writer
@@ -130,6 +134,12 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
             arguments = wire.chat_arguments(body, base)
         except AsymSpecError as exc:
             return _client_error(exc)
+        if arguments["config"].max_new_tokens > token_limit:
+            why = (f"the models' window holds {window} tokens" if token_limit == window
+                   else f"this server allows at most {token_limit} (--max-tokens-limit)")
+            return JSONResponse(wire.error_body(f"max_tokens={arguments['config'].max_new_tokens} is more than "
+                                                f"can be generated: {why}. Ask for fewer.", code="max_tokens_too_large",
+                                                param="max_tokens"), status_code=400)
         admitted += 1
         started = time.perf_counter()
         request_id = wire.new_request_id()
@@ -277,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s asymspec serve: %(message)s", datefmt="%H:%M:%S",
                         level=args.log_level.upper(), stream=sys.stderr)
     keys = tuple(args.api_key or ()) + ((os.environ[API_KEY_ENV],) if os.environ.get(API_KEY_ENV) else ())
-    app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config, api_keys=keys)
+    app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config, api_keys=keys,
+                     max_tokens_limit=args.max_tokens_limit)
     access = (f"{len(keys)} API key{'s' * (len(keys) > 1)} required on /v1/*" if keys else
               "no API key: open to whoever reaches the port (--api-key or ASYMSPEC_API_KEY sets one)")
     print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1 - {_describe(args, chat, config)}"
@@ -305,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--api-key", action="append", metavar="KEY", help="a key clients must send as "
                         "'Authorization: Bearer KEY' on /v1/* (repeatable; also read from ASYMSPEC_API_KEY); "
                         "default: none, the server answers whoever reaches it")
+    parser.add_argument("--max-tokens-limit", type=int, metavar="N", help="the most new tokens a request may ask "
+                        "for (400 past it; default: the models' window)")
     parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
                         help=f"requests admitted at once, running or waiting; more get 503 (default {DEFAULT_MAX_QUEUE})")
     parser.add_argument("--kv-budget-gib", type=float, default=None,

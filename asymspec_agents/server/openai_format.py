@@ -183,8 +183,9 @@ def usage(reply: ChatReply) -> dict[str, int]:
             "total_tokens": reply.usage.total_tokens}
 
 
-def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None,
+               param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def new_request_id() -> str:

@@ -227,3 +227,15 @@ def test_metrics_count_what_was_served_in_prometheus_text():
     assert value("asymspec:num_requests_admitted") == 0
     assert value("asymspec:kv_cache_budget_bytes") > 0 and value("asymspec:cache_sets") >= 1
     assert sum(value("asymspec:cache_pool_calls_total", outcome=o) for o in ("continued", "branched", "fresh")) == 3
+
+
+def test_max_tokens_past_the_window_or_the_servers_limit_gets_a_400(chat):
+    window = chat.engine.context_window
+    with TestClient(create_app(chat, model_name="tiny", max_tokens_limit=20)) as limited:
+        over = post(limited, max_tokens=21)
+        assert over.status_code == 400 and "--max-tokens-limit" in over.json()["error"]["message"]
+        assert over.json()["error"]["param"] == "max_tokens"
+        assert post(limited, max_tokens=20).status_code == 200
+    with TestClient(create_app(chat, model_name="tiny")) as open_:
+        past = post(open_, max_completion_tokens=window + 1)
+        assert past.status_code == 400 and f"window holds {window}" in past.json()["error"]["message"]
