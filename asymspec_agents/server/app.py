@@ -13,15 +13,18 @@ import argparse
 import asyncio
 import hmac
 import os
+import re
 import json
 import logging
 import signal
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -40,6 +43,8 @@ from .process import DRAIN_SECONDS
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 16
 API_KEY_ENV = "ASYMSPEC_API_KEY"
+REQUEST_ID_HEADER = "X-Request-Id"
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # what a client may name its request (no spaces, no newlines)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 
@@ -64,6 +69,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         asyncio.get_running_loop().set_default_executor(executor)
         yield
         executor.shutdown(wait=False, cancel_futures=True)
+        log.info("stopped")
 
     app = FastAPI(title="asymspec-agents", lifespan=lifespan)
     fastapi_openapi = app.openapi
@@ -88,10 +94,14 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
     @app.middleware("http")
     async def log_request(request: Request, call_next):
         started = time.perf_counter()
+        # the client's X-Request-Id (a safe one) or a new one: in the response and in every log line of the request
+        offered = request.headers.get(REQUEST_ID_HEADER, "")
+        request.state.id = offered if REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
         response = await call_next(request)
+        response.headers[REQUEST_ID_HEADER] = request.state.id
         metrics.request(_route(app, request.scope), response.status_code)
         if not getattr(request.state, "logs_itself", False):  # a reply logs itself once it is complete
-            log.info("%s %s %d %.2f s", request.method, request.url.path, response.status_code,
+            log.info("%s %s %s %d %.2f s", request.state.id, request.method, request.url.path, response.status_code,
                      time.perf_counter() - started)
         return response
 
@@ -168,7 +178,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                 admitted -= 1
                 await deltas.aclose()
                 seconds = time.perf_counter() - started
-                _log_reply(reply, body.stream, seconds)
+                _log_reply(request.state.id, reply, body.stream, seconds)
                 if reply is not None:
                     metrics.reply(reply, seconds)
 
@@ -209,15 +219,15 @@ async def _events(deltas: AsyncIterator, model: str, request_id: str, include_us
     yield "data: [DONE]\n\n"
 
 
-def _log_reply(reply, stream: bool, seconds: float) -> None:
+def _log_reply(request_id: str, reply, stream: bool, seconds: float) -> None:
     """The request's log line: tokens read by each view, tokens written, what the cache pool did, time."""
     how = "stream" if stream else "json"
     if reply is None:  # the client went away, or the decode failed (its error went to the client)
-        log.info("POST /v1/chat/completions %s ended early after %.2f s", how, seconds)
+        log.info("%s POST /v1/chat/completions %s ended early after %.2f s", request_id, how, seconds)
         return
     prefill = " ".join(f"{name} {s.prefill_tokens}" for name, s in reply.stats.streams.items())
-    log.info("POST /v1/chat/completions 200 %s prompt %d (full %d) completion %d %s cache %s prefill %s %.2f s",
-             how, reply.usage.input_tokens, reply.usage.full_input_tokens, reply.usage.output_tokens,
+    log.info("%s POST /v1/chat/completions 200 %s prompt %d (full %d) completion %d %s cache %s prefill %s %.2f s",
+             request_id, how, reply.usage.input_tokens, reply.usage.full_input_tokens, reply.usage.output_tokens,
              reply.finish_reason, reply.stats.cache, prefill, seconds)
 
 
@@ -282,8 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     except AsymSpecError as exc:
         print(f"asymspec serve: error: {exc}", file=sys.stderr)
         return 2
-    import uvicorn
-
     logging.basicConfig(format="%(asctime)s asymspec serve: %(message)s", datefmt="%H:%M:%S",
                         level=args.log_level.upper(), stream=sys.stderr)
     keys = tuple(args.api_key or ()) + ((os.environ[API_KEY_ENV],) if os.environ.get(API_KEY_ENV) else ())
@@ -297,9 +305,19 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM or Ctrl-C: new connections are refused, replies in progress get up to DRAIN_SECONDS to finish
     # uvicorn drains, then raises the signal again for the handler it found: a SIGTERM then ends with status 0
     signal.signal(signal.SIGTERM, _exit_drained)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="debug" if args.log_level == "debug" else "warning",
-                timeout_graceful_shutdown=DRAIN_SECONDS, timeout_keep_alive=60)
+    DrainingServer(uvicorn.Config(app, host=args.host, port=args.port, timeout_graceful_shutdown=DRAIN_SECONDS,
+                                  log_level="debug" if args.log_level == "debug" else "warning",
+                                  timeout_keep_alive=60)).run()
     return 0
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, saying in the log when a signal starts its drain."""
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if not self.should_exit:
+            log.info("%s: draining, up to %d s for the replies in progress", signal.Signals(sig).name, DRAIN_SECONDS)
+        super().handle_exit(sig, frame)
 
 
 def _exit_drained(signum, frame) -> None:

@@ -23,6 +23,7 @@ def server():
         yield server
     assert server.returncode == 0, server.log()
     assert "Traceback" not in server.log(), server.log()
+    assert "SIGINT: draining" in server.log() and server.log().rstrip().endswith("stopped"), server.log()[-500:]
 
 
 @pytest.fixture(scope="module")

@@ -239,3 +239,15 @@ def test_max_tokens_past_the_window_or_the_servers_limit_gets_a_400(chat):
     with TestClient(create_app(chat, model_name="tiny")) as open_:
         past = post(open_, max_completion_tokens=window + 1)
         assert past.status_code == 400 and f"window holds {window}" in past.json()["error"]["message"]
+
+
+def test_a_request_id_is_kept_or_made_returned_and_in_the_log_lines(client, caplog):
+    with caplog.at_level("INFO", logger="asymspec.serve"):
+        named = client.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, "max_tokens": 4},
+            headers={"X-Request-Id": "agent-7.turn-3"})
+        made = client.get("/v1/models", headers={"X-Request-Id": "has spaces\\nand a newline"})
+    assert named.headers["X-Request-Id"] == "agent-7.turn-3"
+    assert len(made.headers["X-Request-Id"]) == 32 and " " not in made.headers["X-Request-Id"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("agent-7.turn-3 POST /v1/chat/completions 200") for line in lines), lines
+    assert any(line.startswith(made.headers["X-Request-Id"] + " GET /v1/models 200") for line in lines), lines
