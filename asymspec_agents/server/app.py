@@ -42,6 +42,7 @@ from .process import DRAIN_SECONDS
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_QUEUE = 16
+DEFAULT_MAX_BODY_BYTES = 32 << 20  # a whole window of text is ~50 kB; 32 MiB leaves room for long agent histories
 API_KEY_ENV = "ASYMSPEC_API_KEY"
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # what a client may name its request (no spaces, no newlines)
@@ -51,10 +52,11 @@ log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 
 def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: int = DEFAULT_MAX_QUEUE,
                config: GenerationConfig | None = None, api_keys: tuple[str, ...] = (),
-               max_tokens_limit: int | None = None) -> FastAPI:
+               max_tokens_limit: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The app serving `chat` as `model_name`; `config`: the generation settings requests start from; `api_keys`:
     the keys a `/v1/*` request must bear (none: open to whoever reaches the port); `max_tokens_limit`: the most new
-    tokens a request may ask for (400 past it; past the models' window always)."""
+    tokens a request may ask for (400 past it; past the models' window always); `max_body_bytes`: the largest
+    request body read (413 past it)."""
     window = chat.engine.context_window
     token_limit = min(window, max_tokens_limit or window)
     base = config or chat.config
@@ -72,6 +74,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         log.info("stopped")
 
     app = FastAPI(title="asymspec-agents", lifespan=lifespan)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
     fastapi_openapi = app.openapi
 
     def openapi() -> dict:
@@ -231,6 +234,46 @@ def _log_reply(request_id: str, reply, stream: bool, seconds: float) -> None:
              reply.finish_reason, reply.stats.cache, prefill, seconds)
 
 
+class BodyLimit:
+    """413 for a request body over `limit` bytes, by its Content-Length or, sent in chunks, as soon as it grows past
+    the limit: a client cannot make the server hold an unbounded body."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await self._refuse(send)
+        seen, too_large = 0, False
+
+        async def counted():  # past the limit the body ends there, and what the app answers is replaced
+            nonlocal seen, too_large
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                too_large = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            return message
+
+        async def answer(message):
+            if not too_large:
+                await send(message)
+            elif message["type"] == "http.response.start":
+                await self._refuse(send)
+
+        await self.app(scope, counted, answer)
+
+    async def _refuse(self, send) -> None:
+        body = json.dumps(wire.error_body(f"The request body is larger than this server reads ({self.limit} bytes, "
+                                          "--max-body-mb); send a shorter conversation.", code="body_too_large"))
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body.encode()})
+
+
 def _route(app: FastAPI, scope: dict) -> str:
     """The path template a request went to (/v1/models/{name} counts as one route), also for requests refused
     before routing (401)."""
@@ -296,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                         level=args.log_level.upper(), stream=sys.stderr)
     keys = tuple(args.api_key or ()) + ((os.environ[API_KEY_ENV],) if os.environ.get(API_KEY_ENV) else ())
     app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config, api_keys=keys,
-                     max_tokens_limit=args.max_tokens_limit)
+                     max_tokens_limit=args.max_tokens_limit, max_body_bytes=int(args.max_body_mb * (1 << 20)))
     access = (f"{len(keys)} API key{'s' * (len(keys) > 1)} required on /v1/*" if keys else
               "no API key: open to whoever reaches the port (--api-key or ASYMSPEC_API_KEY sets one)")
     print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1 - {_describe(args, chat, config)}"
@@ -336,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: none, the server answers whoever reaches it")
     parser.add_argument("--max-tokens-limit", type=int, metavar="N", help="the most new tokens a request may ask "
                         "for (400 past it; default: the models' window)")
+    parser.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_BYTES / (1 << 20),
+                        help=f"the largest request body read, MiB; 413 past it (default {DEFAULT_MAX_BODY_BYTES >> 20})")
     parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
                         help=f"requests admitted at once, running or waiting; more get 503 (default {DEFAULT_MAX_QUEUE})")
     parser.add_argument("--kv-budget-gib", type=float, default=None,

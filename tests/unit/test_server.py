@@ -251,3 +251,17 @@ def test_a_request_id_is_kept_or_made_returned_and_in_the_log_lines(client, capl
     lines = [r.getMessage() for r in caplog.records]
     assert any(line.startswith("agent-7.turn-3 POST /v1/chat/completions 200") for line in lines), lines
     assert any(line.startswith(made.headers["X-Request-Id"] + " GET /v1/models 200") for line in lines), lines
+
+
+def test_a_body_over_the_limit_gets_a_413_whether_declared_or_sent_in_chunks(chat):
+    with TestClient(create_app(chat, model_name="tiny", max_body_bytes=2000)) as small:
+        big = {"model": "tiny", "messages": [{"role": "user", "content": "x" * 3000}]}
+        declared = small.post("/v1/chat/completions", json=big)
+        assert declared.status_code == 413 and declared.json()["error"]["code"] == "body_too_large"
+
+        def chunks():
+            for _ in range(4):
+                yield b" " * 800  # no Content-Length: counted as it arrives
+        chunked = small.post("/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"})
+        assert chunked.status_code == 413
+        assert post(small, max_tokens=4).status_code == 200  # a body under the limit is read as before
