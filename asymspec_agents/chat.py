@@ -142,13 +142,15 @@ class AsymSpecChat:
 
     def stream(self, messages, *, tools=None, tool_choice: str | None = None, parallel_tool_calls: bool = True,
                response_schema: dict | None = None, config: GenerationConfig | None = None, query: str | None = None,
-               tool_format: str = "hermes", full_messages=None, **overrides) -> Iterator[ChatDelta]:
+               tool_format: str = "hermes", full_messages=None, cache_scope: str | None = None,
+               **overrides) -> Iterator[ChatDelta]:
         """`tool_format="react"`: the messages already describe the tools (a ReAct prompt), so the views carry no
         tools block; the reply is one ReAct step constrained by `GrammarBuilder.react_steps` and stays plain text
         (the framework's ReAct parser reads it).
 
         `full_messages`: the conversation before the caller's own compression (a framework's context middleware);
-        the drafter then reads it and the verifier reads `messages`, both whole (`DualContext.render_pair`)."""
+        the drafter then reads it and the verifier reads `messages`, both whole (`DualContext.render_pair`).
+        `cache_scope` (a tenant): the call reuses only caches of calls with the same scope (engine/pool.py)."""
         if tool_format not in ("hermes", "react"):
             raise InvalidInputError(f"tool_format must be 'hermes' or 'react', got {tool_format!r}.")
         specs = _specs(tools) if tools else []
@@ -171,7 +173,8 @@ class AsymSpecChat:
         config = with_turn_stops(config, self.context.format)
         splitter = ToolCallSplitter(enabled=bool(render_tools) and response_schema is None)
         raw, token_ids = [], []
-        for chunk in self.engine.stream(views.full_ids, views.comp_ids, config, constraint=constraint):
+        for chunk in self.engine.stream(views.full_ids, views.comp_ids, config, constraint=constraint,
+                                        cache_scope=cache_scope):
             raw.append(chunk.text)
             token_ids.extend(chunk.token_ids)
             for delta in splitter.push(chunk.text):

@@ -171,40 +171,43 @@ class AsymSpecEngine:
 
     def generate(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
                  config: GenerationConfig | None = None, *, constraint: TokenConstraint | None = None,
-                 **overrides) -> GenerationResult:
+                 cache_scope: str | None = None, **overrides) -> GenerationResult:
         """Decode one reply. `comp_ids` defaults to `full_ids` (lossless compression) and vice versa.
 
         `constraint` (e.g. a GrammarConstraint for a JSON schema) restricts every committed token; it is a fresh,
-        stateful object per call. Keyword overrides replace fields of `config`.
+        stateful object per call. `cache_scope` (a tenant) reuses only caches of calls with the same scope.
+        Keyword overrides replace fields of `config`.
         """
         text, tokens = [], []
-        for chunk in self.stream(full_ids, comp_ids, config, constraint=constraint, **overrides):
+        for chunk in self.stream(full_ids, comp_ids, config, constraint=constraint, cache_scope=cache_scope,
+                                 **overrides):
             text.append(chunk.text)
             tokens.extend(chunk.token_ids)
         return GenerationResult(tokens, "".join(text), chunk.finish_reason, chunk.stats)
 
     def stream(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None,
                config: GenerationConfig | None = None, *, constraint: TokenConstraint | None = None,
-               **overrides) -> Iterator[StreamChunk]:
+               cache_scope: str | None = None, **overrides) -> Iterator[StreamChunk]:
         """Yield committed text as blocks are accepted; stop strings are never emitted, not even in part."""
         config = replace(config or GenerationConfig(), **overrides) if overrides else (config or GenerationConfig())
         config = self.with_settings(config)
         prompts = self._prompts(full_ids, comp_ids, config)
-        return self._stream(prompts, config, constraint)
+        return self._stream(prompts, config, constraint, cache_scope)
 
     def with_settings(self, config: GenerationConfig) -> GenerationConfig:
         """`config` with this pair's settings (`self.settings`) where it leaves them unset: what a call decodes with."""
         unset = {name: value for name, value in self.settings.items() if getattr(config, name) is None}
         return replace(config, **unset) if unset else config
 
-    def prefill(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None) -> None:
+    def prefill(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None, *,
+                cache_scope: str | None = None) -> None:
         """Read a prompt into every stream ahead of time (all but its last token), so that calls in any mode on
         it (or on a conversation extending it) start from a warm cache."""
         config = GenerationConfig(decisions=None)
         prompts = self._prompts(full_ids, comp_ids, config)
         drafter_prompts = self._drafter_prompts(prompts, {"full", "comp"})
         used = {("verifier", view) for view in prompts} | ({("drafter", v) for v in prompts} if self.drafter else set())
-        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used) as (streams, _):
+        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used, cache_scope) as (streams, _):
             for view in ("full", "comp"):
                 verifier = streams.stream("verifier", view)
                 verifier.sync(prompts[view])
@@ -218,12 +221,12 @@ class AsymSpecEngine:
     # -------------------------------------------------------------------------------------------------------
 
     def _stream(self, prompts: dict[str, list[int]], config: GenerationConfig,
-                constraint: TokenConstraint | None) -> Iterator[StreamChunk]:
+                constraint: TokenConstraint | None, cache_scope: str | None = None) -> Iterator[StreamChunk]:
         draft_view, verify_view, contrast = self._check_mode(config)
         drafter_views = {v for v in (draft_view, "comp" if contrast else None) if v}
         drafter_prompts = self._drafter_prompts(prompts, drafter_views)
         used = {("verifier", verify_view)} | {("drafter", view) for view in drafter_views}
-        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used) as (streams, how):
+        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used, cache_scope) as (streams, how):
             started = time.perf_counter()
             loop = self._loop(streams, prompts, drafter_prompts, config, constraint)
             loop.stats.cache = how

@@ -7,6 +7,9 @@ longest prefix any set shares with it (a common system prompt and tools block, a
 prefills the rest. After each call the least recently used idle sets are evicted while the pool holds more KV
 bytes than its budget.
 
+A call may name a `scope` (a tenant): it then continues, and copies prefixes from, only the sets of its own scope,
+so whether another tenant sent a prompt before never shows in its time or its cached tokens.
+
 A set serves one call at a time; a call continuing a busy set waits for it, then chooses again (the set has
 moved on by one reply: parallel branches of one history end up in sets of their own). Two streams of one
 conversation consumed in turn by one thread would therefore wait for each other: consume them one after another.
@@ -52,8 +55,9 @@ class StreamSet:
 
     _ids = itertools.count()
 
-    def __init__(self, make_stream: Callable[[str, str], KVStream]):
+    def __init__(self, make_stream: Callable[[str, str], KVStream], scope: str | None = None):
         self.id = next(self._ids)
+        self.scope = scope  # the tenant whose calls may use this set (None: calls that name no scope)
         self.streams: dict[StreamKey, KVStream] = {}
         # prompt tokens of the last call that read the stream (unknown: all it holds, e.g. a copied prefix)
         self.anchors: dict[StreamKey, int] = {}
@@ -93,12 +97,14 @@ class CachePool:
         self._stats = PoolStats(budget_bytes=self.budget_bytes)
 
     @contextmanager
-    def acquire(self, prompts: dict[StreamKey, list[int]], used: set[StreamKey]) -> Iterator[tuple[StreamSet, str]]:
+    def acquire(self, prompts: dict[StreamKey, list[int]], used: set[StreamKey], scope: str | None = None
+                ) -> Iterator[tuple[StreamSet, str]]:
         """The set this call should use, held for the call, and how it was found (CONTINUED, BRANCHED, FRESH).
 
         `prompts`: (role, view) -> the prompt ids that stream would read, for every stream whose prompt is known;
-        `used`: the streams the call reads (a branch copies only theirs)."""
-        chosen, how = self._choose(prompts, used)
+        `used`: the streams the call reads (a branch copies only theirs); `scope`: the tenant, whose calls share
+        only sets of their own."""
+        chosen, how = self._choose(prompts, used, scope)
         try:
             yield chosen, how
         finally:
@@ -126,10 +132,11 @@ class CachePool:
             self._stats.kv_bytes = sum(s.kv_bytes() for s in self._sets)
             return PoolStats(**vars(self._stats))
 
-    def _choose(self, prompts: dict[StreamKey, list[int]], used: set[StreamKey]) -> tuple[StreamSet, str]:
+    def _choose(self, prompts: dict[StreamKey, list[int]], used: set[StreamKey], scope: str | None
+                ) -> tuple[StreamSet, str]:
         with self._changed:
             while True:
-                scored = [(s, *s.match(prompts)) for s in self._sets]
+                scored = [(s, *s.match(prompts)) for s in self._sets if s.scope == scope]
                 continuing = [(reach, s) for s, reach, continues in scored if continues]
                 if continuing:
                     _, best = max(continuing, key=lambda pair: (pair[0], pair[1].last_used))
@@ -141,7 +148,7 @@ class CachePool:
                 # a busy set's caches are being written: copy from idle ones only (never wait for a prefix)
                 donors = [(reach, s) for s, reach, _ in scored if reach > 0 and not s.busy]
                 donor = max(donors, key=lambda pair: (pair[0], pair[1].last_used))[1] if donors else None
-                best = StreamSet(self._make_stream)
+                best = StreamSet(self._make_stream, scope)
                 best.busy = True
                 if donor is not None:
                     for role, view in used:

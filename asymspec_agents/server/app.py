@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import hmac
 import os
 import re
@@ -147,6 +148,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
             arguments = wire.chat_arguments(body, base)
         except AsymSpecError as exc:
             return _client_error(exc)
+        arguments["cache_scope"] = _tenant(request, body.cache_salt) if keys or body.cache_salt else None
         if arguments["config"].max_new_tokens > token_limit:
             why = (f"the models' window holds {window} tokens" if token_limit == window
                    else f"this server allows at most {token_limit} (--max-tokens-limit)")
@@ -281,6 +283,12 @@ def _route(app: FastAPI, scope: dict) -> str:
 
     route = scope.get("route") or next((r for r in app.router.routes if r.matches(scope)[0] == Match.FULL), None)
     return route.path if route is not None else "unmatched"
+
+
+def _tenant(request: Request, salt: str | None) -> str:
+    """Whose caches a request may reuse: those of requests with its API key and its `cache_salt`."""
+    key = request.headers.get("authorization", "")
+    return hashlib.sha256(f"{len(key)}:{key}|{salt or ''}".encode()).hexdigest()
 
 
 def _bears_a_key(request: Request, keys: list[bytes]) -> bool:

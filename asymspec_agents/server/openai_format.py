@@ -96,6 +96,8 @@ class ChatCompletionRequest(BaseModel):
     logprobs: bool | None = None
     stream: bool = False
     stream_options: dict[str, Any] | None = None
+    # vLLM's field: prefix caches are shared only among requests with the same salt (and the same API key)
+    cache_salt: str | None = Field(default=None, max_length=256)
     # extension: GenerationConfig settings for this call (mode, beta, ...)
     asymspec: dict[str, Any] | None = Field(default=None, json_schema_extra=_settings_schema())
 
@@ -176,11 +178,12 @@ def tool_call_delta(call: ParsedToolCall, index: int) -> dict[str, Any]:
     return {"tool_calls": [{"index": index, **_call(call)}]}
 
 
-def usage(reply: ChatReply) -> dict[str, int]:
-    """Prompt tokens are the verifier's input (the compressed view); the full view's count is in the `asymspec`
-    field (`ChatReply.summary()`)."""
+def usage(reply: ChatReply) -> dict[str, Any]:
+    """Prompt tokens are the verifier's input (the compressed view), `cached_tokens` those of it read from the
+    cache; the full view's count is in the `asymspec` field (`ChatReply.summary()`)."""
+    cached = sum(s.reused_tokens for s in reply.stats.streams.values() if s.role == "verifier")
     return {"prompt_tokens": reply.usage.input_tokens, "completion_tokens": reply.usage.output_tokens,
-            "total_tokens": reply.usage.total_tokens}
+            "total_tokens": reply.usage.total_tokens, "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None,

@@ -265,3 +265,24 @@ def test_a_body_over_the_limit_gets_a_413_whether_declared_or_sent_in_chunks(cha
         chunked = small.post("/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"})
         assert chunked.status_code == 413
         assert post(small, max_tokens=4).status_code == 200  # a body under the limit is read as before
+
+
+def test_tenants_reuse_only_their_own_caches_by_api_key_and_by_cache_salt():
+    pair = tiny_random_pair(seed=0)  # a pool of its own
+    chat = AsymSpecChat(AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer))
+    body = {"model": "tiny", "max_tokens": 4, "messages": [
+        {"role": "user", "content": "A long shared prompt about tenants and their caches. " * 4}]}
+
+    def cached(app, key, **extra):
+        reply = app.post("/v1/chat/completions", json={**body, **extra}, headers={"Authorization": f"Bearer {key}"})
+        assert reply.status_code == 200, reply.text
+        return reply.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    with TestClient(create_app(chat, model_name="tiny", api_keys=("tenant-a", "tenant-b"))) as app:
+        assert cached(app, "tenant-a") == 0
+        assert cached(app, "tenant-a") > 0  # its own prompt again: read from its cache
+        assert cached(app, "tenant-b") == 0  # the same prompt from another key: nothing of A's shows
+        assert cached(app, "tenant-b") > 0
+        assert cached(app, "tenant-a", cache_salt="s1") == 0  # a salt scopes further, within a key
+        assert cached(app, "tenant-a", cache_salt="s1") > 0
+        assert cached(app, "tenant-a") > 0  # and A keeps its unsalted reuse
