@@ -356,9 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM or Ctrl-C: new connections are refused, replies in progress get up to DRAIN_SECONDS to finish
     # uvicorn drains, then raises the signal again for the handler it found: a SIGTERM then ends with status 0
     signal.signal(signal.SIGTERM, _exit_drained)
-    DrainingServer(uvicorn.Config(app, host=args.host, port=args.port, timeout_graceful_shutdown=DRAIN_SECONDS,
-                                  log_level="debug" if args.log_level == "debug" else "warning",
-                                  timeout_keep_alive=60)).run()
+    server = DrainingServer(uvicorn.Config(app, host=args.host, port=args.port, timeout_graceful_shutdown=DRAIN_SECONDS,
+                                           log_level="debug" if args.log_level == "debug" else "warning",
+                                           timeout_keep_alive=60))
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn raises Ctrl-C's signal again once drained, as uvicorn.run() expects
+        pass
     return 0
 
 
