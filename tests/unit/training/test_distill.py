@@ -4,13 +4,14 @@ import json
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from asymspec_agents import AsymSpecEngine, ConfigError, ModelLoadError
 from asymspec_agents.models import load_model
 from asymspec_agents.models.students import StudentSpec, apply_delta, assemble_student, layer_subset
 from asymspec_agents.testing import byte_tokenizer, tiny_random_model
 from asymspec_agents.training.distill import TrainConfig, build_examples, build_tool_examples, teacher_records, train
-from asymspec_agents.training.distill.train import losses, trainable_student
+from asymspec_agents.training.distill.train import delta_of, load_delta, losses, trainable_student
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def setup(tmp_path_factory):
     examples = build_examples(8, seed=1, tokenizer=tokenizer, haystack_chars=(300, 700))
     out = tmp_path_factory.mktemp("distill")
     records = teacher_records(verifier, tokenizer, examples, out / "teacher", shard_size=3, max_new_tokens=8,
-                              candidates=16, progress=False)
+                              max_prompt_tokens=4096, candidates=16, progress=False)  # bytes are tokens here
     return tokenizer, verifier, examples, records, out
 
 
@@ -111,6 +112,25 @@ def test_training_lowers_the_losses_and_the_delta_assembles_to_the_trained_stude
     # resuming a finished run trains nothing more and writes the same delta
     again = train(verifier, spec, records, records[:3], tmp_path, config, progress=False)
     assert again["dev"] == history["dev"]
+
+
+def test_training_can_start_from_a_saved_delta_and_refuses_one_of_another_shape(setup, tmp_path):
+    _, verifier, _, records, _ = setup
+    spec = StudentSpec(trunk=1, top=(2,), rank=4, alpha=8.0)
+    train(verifier, spec, records[:4], records[:2], tmp_path / "first", TrainConfig(epochs=1, lr=1e-2),
+          progress=False)
+    saved = load_file(str(tmp_path / "first" / "delta.safetensors"))
+    resumed = trainable_student(verifier, spec)
+    load_delta(resumed, saved)
+    assert delta_of(resumed, spec).keys() == saved.keys()
+    assert all(torch.equal(delta_of(resumed, spec)[name], tensor) for name, tensor in saved.items())
+    # a run started from it begins where the first one ended: its epoch-0 score is the first run's last
+    history = train(verifier, spec, records[:4], records[:2], tmp_path / "second", TrainConfig(epochs=1, lr=1e-2),
+                    start=saved, progress=False)
+    first = json.loads(json.dumps(torch.load(tmp_path / "first" / "checkpoint.pt", weights_only=False)["history"]))
+    assert history["dev"][0]["top1_agreement"] == first["dev"][-1]["top1_agreement"]
+    with pytest.raises(ConfigError, match="same --trunk, --top and --rank"):
+        load_delta(trainable_student(verifier, StudentSpec(trunk=1, top=(2,), rank=8)), saved)
 
 
 def test_whole_matrix_training_and_the_assembled_student_drafts_in_the_engine(setup, tmp_path):
