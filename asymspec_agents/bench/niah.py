@@ -58,11 +58,11 @@ NEEDLES = (
     Needle("password", "strict", "The password of the research wiki is copper-falcon.",
            "What is the password of the research wiki?", ("copper-falcon",)),
 )
-LENGTHS = (1000, 2000, 3000, 4000, 5000, 6000)
+LENGTHS = (1000, 2000, 3000, 4000, 5000, 6000, 7000)  # up to the window (8192) less the reply
 DEPTHS = (0, 17, 33, 50, 67, 83, 100)  # percent: 7 steps, as np.linspace(0, 100, 7) rounded
 SETTINGS = (("head_tail", 4), ("bm25", 4), ("head_tail", 8), ("bm25", 8))
 FULL_VIEW_ONLY = {"ceiling", STUDENT_ALONE.name}  # they never read the compressed view: one reply per item
-QUICK = {"lengths": (1000, 3000, 6000), "depths": (0, 50, 100), "needles": ("sandwich", "code"),
+QUICK = {"lengths": (1000, 4000, 7000), "depths": (0, 50, 100), "needles": ("sandwich", "code"),
          "settings": (("head_tail", 4), ("bm25", 4))}
 
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asymspec bench niah", description=__doc__)
     parser.add_argument("--verifier", default=DEFAULT_VERIFIER)
     parser.add_argument("--drafter", default=AUTO, help="default: auto (the verifier's matched drafter)")
-    parser.add_argument("--quick", action="store_true", help="lengths 1k/3k/6k, depths 0/50/100, two needles, "
+    parser.add_argument("--quick", action="store_true", help="lengths 1k/4k/7k, depths 0/50/100, two needles, "
                         "4x compressions: minutes, not hours")
     parser.add_argument("--lengths", type=int, nargs="+", help=f"context lengths in tokens (default {LENGTHS})")
     parser.add_argument("--depths", type=int, nargs="+", help=f"needle depths in percent (default {DEPTHS})")

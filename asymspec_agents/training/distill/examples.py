@@ -49,13 +49,49 @@ class Example:
     query: str | None = None  # for query-aware compressors
     tools: list = field(default_factory=list)  # ToolSpecs offered to the model
     tool_choice: str | None = None  # as in a request: "required" (the reply is a call) or "none"
+    teacher_messages: list | None = None  # what the teacher reads instead (an excerpt: documents.py); None: the same
+
+
+@lru_cache(maxsize=1)
+def _benchmark_runs(words: int = 12) -> frozenset[str]:
+    """Every run of `words` words of `pydoc_data.topics`, the haystack text of the project's own benchmarks."""
+    from pydoc_data.topics import topics
+
+    return frozenset(run for text in topics.values() for run in word_runs(text, words))
+
+
+def word_runs(text: str, words: int = 12) -> set[str]:
+    found = re.findall(r"\w+", text.lower())
+    return {" ".join(found[i:i + words]) for i in range(max(0, len(found) - words + 1))}
+
+
+@lru_cache(maxsize=1)
+def benchmark_sources() -> frozenset[Path]:
+    """The standard library's files whose docstrings a benchmark reads as tool descriptions (the tools task's
+    modules): no training text comes from them."""
+    import importlib
+
+    from ...bench.tasks import TOOL_MODULES
+
+    files = (getattr(importlib.import_module(name), "__file__", None) or "" for name in TOOL_MODULES)
+    return frozenset(Path(file).resolve() for file in files if file.endswith(".py"))
+
+
+def benchmark_free(texts) -> list[str]:
+    """`texts` less those sharing a run of 12 words with a benchmark's haystack (some docstrings repeat the
+    reference documentation that `pydoc_data.topics` holds)."""
+    banned = _benchmark_runs()
+    return [text for text in texts if not word_runs(text) & banned]
 
 
 @lru_cache(maxsize=1)
 def stdlib_paragraphs(min_chars: int = 200, max_chars: int = 1200) -> tuple[str, ...]:
-    """Docstring paragraphs of the standard library's top-level modules (tens of thousands on CPython 3.11)."""
+    """Docstring paragraphs of the standard library's top-level modules (about a thousand on CPython 3.11), none
+    of them benchmark text (`benchmark_free`)."""
     found = set()
     for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        if path.resolve() in benchmark_sources():
+            continue
         try:
             tree = ast.parse(path.read_text(errors="ignore"))
         except (SyntaxError, ValueError):
@@ -66,7 +102,7 @@ def stdlib_paragraphs(min_chars: int = 200, max_chars: int = 1200) -> tuple[str,
                     block = " ".join(block.split())
                     if min_chars <= len(block) <= max_chars and not block.startswith((">>>", "*")):
                         found.add(block)
-    return tuple(sorted(found))
+    return tuple(benchmark_free(sorted(found)))
 
 
 def build_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8), compressors=("head_tail", "head_tail", "bm25"),

@@ -10,8 +10,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ...errors import AsymSpecError
+from ...errors import AsymSpecError, ConfigError
 from ...models.students import StudentSpec, assemble_student
+from .documents import build_document_examples, corpus, written_paragraphs
 from .examples import TOOL_KINDS, build_examples, build_tool_examples
 from .teacher import teacher_records
 from .train import TrainConfig, evaluate_by_kind, train
@@ -36,12 +37,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--examples", type=int, default=450, help="training prompts")
     parser.add_argument("--dev", type=int, default=60, help="held-out prompts for the report")
     # the defaults are the shipped bundled-small's recipe: tool-call transcripts teach the call format, while the
-    # answers from tool outputs cost the student its own reading (benchmarks/results/small-drafter-tools/README.md)
+    # answers from tool outputs cost the student its own reading (docs/training.md)
     parser.add_argument("--tool-examples", type=int, default=120, help="agent-transcript prompts (tool calls, answers "
                         "from tool outputs) added to the training prompts; the dev split gets the same share")
     parser.add_argument("--tool-kinds", nargs="+", choices=list(TOOL_KINDS), default=["tool_call"],
                         help="the transcript kinds trained on (the teacher still answers all, so its shards stay "
                         "valid, and the dev split keeps all to measure each)")
+    parser.add_argument("--documents", type=int, default=0, help="long-document prompts (documents.py: facts of "
+                        "many kinds, which-part and absent questions, in passages and tool outputs of every length up "
+                        "to --document-tokens); the teacher reads an excerpt")
+    parser.add_argument("--dev-documents", type=int, default=30, help="held-out long-document prompts (with "
+                        "--documents)")
+    parser.add_argument("--document-tokens", type=int, nargs=2, default=[400, 7400], metavar=("MIN", "MAX"),
+                        help="document lengths in tokens, drawn uniformly")
+    parser.add_argument("--written", type=int, default=192, help="texts the verifier writes as a document source "
+                        "(sampled once into the teacher cache; 0: none)")
+    parser.add_argument("--init", help="start from this drafter's delta (a name such as bundled-agent-small, or a "
+                        "folder; same --trunk, --top and --rank)")
     parser.add_argument("--trunk", type=int, default=StudentSpec.trunk, help="first layers copied verbatim (frozen)")
     parser.add_argument("--top", type=int, nargs="+", default=list(StudentSpec.top),
                         help="verifier layers copied above the trunk and trained")
@@ -73,7 +85,10 @@ def run(args: argparse.Namespace) -> dict:
                        extra={"verifier": args.verifier, "examples": args.examples, "seed": args.seed,
                               "data": "stdlib docstrings: passage QA, early-turn facts, plain questions"
                               + (f"; {args.tool_examples} agent transcripts, trained on {', '.join(args.tool_kinds)}"
-                                 if args.tool_examples else "")})
+                                 if args.tool_examples else "")
+                              + (f"; {args.documents} long documents of {args.document_tokens[0]}-"
+                                 f"{args.document_tokens[1]} tokens (documents.py)" if args.documents else ""),
+                              **({"init": args.init} if args.init else {})})
     started = time.perf_counter()
     cache = Path(args.teacher_cache) if args.teacher_cache else out / "teacher"
     train_set = teacher_records(verifier, tokenizer, build_examples(args.examples, args.seed, tokenizer), cache / "train")
@@ -82,10 +97,18 @@ def run(args: argparse.Namespace) -> dict:
         train_set += [r for r in teacher_records(verifier, tokenizer, transcripts, cache / "train-tools")
                       if r.kind in args.tool_kinds]
     dev_set = dev_records(verifier, tokenizer, args, cache)
+    sources = None
+    if args.documents:
+        texts, sources = document_corpus(verifier, tokenizer, args, cache)
+        low, high = args.document_tokens
+        for count, seed, folder, into in ((args.documents, args.seed, "train-documents", train_set),
+                                          (args.dev_documents, args.seed + DEV_SEED_OFFSET, "dev-documents", dev_set)):
+            made = build_document_examples(count, seed, tokenizer, texts, min_tokens=low, max_tokens=high)
+            into += teacher_records(verifier, tokenizer, made, cache / folder, max_prompt_tokens=high + 512)
     teacher_seconds = time.perf_counter() - started
     config = TrainConfig(epochs=args.epochs, lr=args.lr, weights=tuple(args.weights), context_weight=args.context_weight,
                          seed=args.seed)
-    history = train(verifier, spec, train_set, dev_set, out, config)
+    history = train(verifier, spec, train_set, dev_set, out, config, start=starting_delta(args.init))
     student = assemble_student(verifier, out)
     assembled_dev, dev_by_kind = evaluate_by_kind(student, dev_set)
     report = {"spec": asdict(spec), "train_config": asdict(config), "train_records": len(train_set),
@@ -93,11 +116,35 @@ def run(args: argparse.Namespace) -> dict:
               "teacher_seconds": teacher_seconds, "train_seconds": history["train_seconds"],
               "dev": history["dev"], "assembled_dev": assembled_dev, "dev_by_kind": dev_by_kind,
               "engine": engine_check(verifier, student, tokenizer, dev_set[: args.engine_prompts]),
-              "date": time.strftime("%Y-%m-%d")}
+              "sources": sources, "date": time.strftime("%Y-%m-%d")}
     (out / "report.json").write_text(json.dumps({**report, "steps": history["steps"]}, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(report))
     plot_losses(history, out / "loss.png")
     return report
+
+
+def document_corpus(verifier, tokenizer, args: argparse.Namespace, cache: Path):
+    """The texts long documents are drawn from (the verifier's own writing sampled once into `cache`) and their
+    summary for the report."""
+    written = written_paragraphs(verifier, tokenizer, args.written, args.seed, cache / "written.json") \
+        if args.written else []
+    return corpus(tokenizer, written)
+
+
+def starting_delta(init: str | None):
+    """The delta of the drafter `init` names (a bundled drafter's name or a folder), or None."""
+    if init is None:
+        return None
+    from safetensors.torch import load_file
+
+    from ...models.loading import STUDENTS
+    from ...models.students import DELTA_FILE
+
+    path = Path(STUDENTS.get(init, init)) / DELTA_FILE
+    if not path.is_file():
+        raise ConfigError(f"--init {init}: no {path}; name a bundled drafter ({', '.join(STUDENTS)}) or a folder "
+                          "`asymspec distill-drafter` wrote.")
+    return load_file(str(path))
 
 
 def dev_records(verifier, tokenizer, args: argparse.Namespace, cache: Path) -> list:

@@ -1,6 +1,7 @@
 """The teacher's side of distillation: its own greedy replies (on-policy data) and its log-probabilities on both views.
 
-For each example the verifier answers on the full view (greedy, transformers' `generate`, whose step logits give
+For each example the verifier answers on the full view, or on the excerpt an example names instead
+(`Example.teacher_messages`, long documents: documents.py) (greedy, transformers' `generate`, whose step logits give
 the full view's log-probabilities; an example with tools is decoded by the engine under the tool grammar a request
 with its `tool_choice` gets, and one forward gives those rows); one forward over the compressed view + reply gives
 that view's. At every reply
@@ -65,12 +66,15 @@ def teacher_records(verifier, tokenizer, examples: list[Example], out_dir: str |
             chat = AsymSpecChat(engine, policy=example.policy) if example.tools else None
             context = chat.context if chat else DualContext(tokenizer, example.policy)
             views = context.render(example.messages, tools=example.tools or None, query=example.query)
-            if len(views.full_ids) <= max_prompt_tokens:
+            read = example.teacher_messages or example.messages
+            teacher_ids = views.full_ids if read is example.messages else context.render(
+                read, tools=example.tools or None, query=example.query).full_ids
+            if len(teacher_ids) <= max_prompt_tokens:
                 if chat:
-                    reply, full_rows = _tool_reply(chat, verifier, example, views.full_ids)
+                    reply, full_rows = _tool_reply(chat, verifier, example, read, teacher_ids)
                 else:
-                    reply, full_rows = _greedy_reply(verifier, views.full_ids, max_new_tokens, eos)
-                if len(reply) >= 2:
+                    reply, full_rows = _greedy_reply(verifier, teacher_ids, max_new_tokens, eos)
+                if len(reply) >= 2 and _answers(example, tokenizer, reply):
                     shard.append(_record(verifier, example, views.comp_ids, views.full_ids, reply, full_rows,
                                          candidates))
             bar.update()
@@ -121,13 +125,22 @@ def _greedy_reply(model, prompt: list[int], max_new_tokens: int, eos: list[int])
     return reply, torch.log_softmax(torch.stack(out.logits)[:, 0].float(), dim=-1)
 
 
-def _tool_reply(chat: AsymSpecChat, verifier, example: Example, full: list[int]) -> tuple[list[int], torch.Tensor]:
-    """The verifier's greedy reply on the full view under the request's tool grammar, and its (unconstrained)
-    log-probabilities at every reply position."""
-    reply = chat.reply(example.messages, tools=example.tools, tool_choice=example.tool_choice, query=example.query,
+def _tool_reply(chat: AsymSpecChat, verifier, example: Example, messages: list, full: list[int]
+                ) -> tuple[list[int], torch.Tensor]:
+    """The verifier's greedy reply to `messages` (whose full view is `full`) under the request's tool grammar, and
+    its (unconstrained) log-probabilities at every reply position."""
+    reply = chat.reply(messages, tools=example.tools, tool_choice=example.tool_choice, query=example.query,
                        parallel_tool_calls=False, mode="full", max_new_tokens=TOOL_REPLY_TOKENS).token_ids
     with torch.inference_mode():
         return reply, reply_log_probs(verifier, full, reply)
+
+
+def _answers(example: Example, tokenizer, reply: list[int]) -> bool:
+    """False where the teacher read an excerpt holding the planted value and still missed it: such a reply
+    would teach the student to miss it too. Other examples keep whatever the teacher said."""
+    if example.teacher_messages is None or not example.answer:
+        return True
+    return example.answer.lower() in tokenizer.decode(reply, skip_special_tokens=True).lower()
 
 
 def _record(verifier, example: Example, comp: list[int], full: list[int], reply: list[int], full_rows: torch.Tensor,

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ...errors import ConfigError
 from ...models.students import DELTA_FILE, SPEC_FILE, StudentSpec, layer_subset
 from .teacher import TeacherRecord, reply_log_probs
 
@@ -75,6 +76,20 @@ def trainable_student(verifier, spec: StudentSpec):
             if "norm" in name:
                 p.requires_grad_(True)
     return student
+
+
+def load_delta(student, delta: dict[str, torch.Tensor]) -> None:
+    """Start training from a saved delta (a drafter distilled before, same layers and rank): its factors and norms
+    go into the trainable student's parameters."""
+    params = dict(student.named_parameters())
+    with torch.no_grad():
+        for name, tensor in delta.items():
+            module, _, factor = name.rpartition(".weight.")
+            target = f"{module}.{factor}" if factor in ("lora_A", "lora_B") else name
+            if target not in params or params[target].shape != tensor.shape:
+                raise ConfigError(f"the starting delta names {name!r} {tuple(tensor.shape)}, which this student does "
+                                  "not train: start from a drafter of the same --trunk, --top and --rank.")
+            params[target].copy_(tensor)
 
 
 def delta_of(student, spec: StudentSpec) -> dict[str, torch.Tensor]:
@@ -141,9 +156,10 @@ def _rates(counts: Counter) -> dict:
 
 
 def train(verifier, spec: StudentSpec, train_records: list[TeacherRecord], dev_records: list[TeacherRecord],
-          out_dir: str | Path, config: TrainConfig | None = None, *, progress: bool = True) -> dict:
+          out_dir: str | Path, config: TrainConfig | None = None, *, start: dict | None = None,
+          progress: bool = True) -> dict:
     """Train, checkpointing after every epoch (an interrupted run resumes from the last one); writes the student
-    (student.json, delta.safetensors) and returns the training history."""
+    (student.json, delta.safetensors) and returns the training history. `start`: a delta to start from."""
     from safetensors.torch import save_file
 
     config = config or TrainConfig()
@@ -151,6 +167,8 @@ def train(verifier, spec: StudentSpec, train_records: list[TeacherRecord], dev_r
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     student = trainable_student(verifier, spec).train()
+    if start is not None:
+        load_delta(student, start)
     params = [p for p in student.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     checkpoint = out_dir / "checkpoint.pt"
