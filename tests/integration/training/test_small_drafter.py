@@ -65,3 +65,31 @@ def test_distill_drafter_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
                          "--teacher-cache", str(tmp_path / "teacher"), "--out", str(tmp_path / "calls")]) == 0
     calls = json.loads((tmp_path / "calls" / "report.json").read_text())
     assert calls["train_records"] == 2 and calls["dev_records"] == 2 and "tool_call" in calls["spec"]["extra"]["data"]
+
+
+def test_distill_drafter_trains_on_long_documents_read_through_an_excerpt(tmp_path):
+    code = distill_main(["--examples", "0", "--dev", "0", "--tool-examples", "0", "--documents", "4",
+                         "--dev-documents", "1", "--written", "2", "--document-tokens", "300", "900",
+                         "--engine-prompts", "1", "--epochs", "1", "--rank", "4", "--top", "17", "--out", str(tmp_path)])
+    assert code == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert 1 <= report["train_records"] <= 4  # a reply that misses the planted value in its excerpt is dropped
+    assert set(report["dev_by_kind"]) <= {"doc_fact", "doc_section", "doc_absent"}
+    sources = report["sources"]
+    assert sources["paragraphs"]["verifier-written"] >= 1 and sources["paragraphs"]["stdlib docstrings"] > 500
+    assert all(licence for _, licence in sources["distributions"])
+    assert "long documents" in report["spec"]["extra"]["data"]
+
+
+def test_the_long_document_drafter_loads_by_name_and_its_report_names_every_source():
+    from asymspec_agents.training.distill.documents import SOURCES
+
+    folder = STUDENTS["bundled-agent-small-long"]
+    report = json.loads((folder / "report.json").read_text())
+    assert set(report["sources"]["sources"]) == set(SOURCES)
+    assert all(count > 0 for count in report["sources"]["paragraphs"].values())
+    assert report["sources"]["distributions"] and all(licence for _, licence in report["sources"]["distributions"])
+    student, _ = load_model("bundled-agent-small-long")
+    assert student.config.num_hidden_layers == 6
+    engine = AsymSpecEngine.shared("bundled-agent", "bundled-agent-small-long")
+    assert engine.settings == {"fuse_bonus": True}
