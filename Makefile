@@ -10,7 +10,7 @@ QUIET := --quiet --quiet
 # Integration packages (integrations/<name>/pyproject.toml), installed editable with their `test` extra.
 INTEGRATIONS := $(patsubst %/pyproject.toml,%,$(wildcard integrations/*/pyproject.toml))
 
-.PHONY: install test unit integration demo bench fuzz clean vllm-venv vllm-start vllm-stop test-remote
+.PHONY: install test unit integration demo bench fuzz clean vllm-venv vllm-start vllm-stop test-remote long-drafter
 
 install: $(STAMP)
 
@@ -55,6 +55,12 @@ demo: $(DEMO_STAMP)
 # operation; this runs 260: over 500 requests)
 fuzz: install
 	FUZZ_EXAMPLES=260 $(PY) -m pytest -q -s tests/fuzz
+
+# bundled-agent-small-long's recipe (docs/training.md): ~60 min of teacher replies and ~25 min of training on 2 cores;
+# the drafter lands in runs/long-drafter (a folder any --drafter option loads)
+long-drafter: install
+	$(VENV)/bin/asymspec distill-drafter --verifier bundled-agent --init bundled-agent-small --examples 60 --dev 8 \
+		--tool-examples 80 --documents 300 --dev-documents 20 --written 256 --epochs 1 --threads 2 --out runs/long-drafter
 
 bench: install
 	$(VENV)/bin/asymspec bench throughput
