@@ -104,7 +104,7 @@ def to_tool_specs(tools: Sequence[Any]) -> list[dict]:
                 f"Tool {index} ({type(tool).__name__}) is not a tool LangChain can convert ({exc!r}); pass a BaseTool, "
                 "a function, a Pydantic model, or a dict {'type': 'function', 'function': {'name': ..., "
                 "'description': ..., 'parameters': {...}}}.") from None
-    validate_tools(out)
+        validate_tools(out[-1:])  # each on its own: binding a tool twice is LangChain's business, not an error
     return out
 
 
