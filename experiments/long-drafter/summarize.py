@@ -6,8 +6,6 @@ BASE_RUN holds the Floor and Ceiling; every run holds "ratio β=1" and "student 
 
 import argparse
 import json
-import statistics
-from collections import defaultdict
 from pathlib import Path
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ...context import CompressionPolicy, Passage, SystemMessage, ToolCall, ToolResult, UserMessage, AssistantMessage
+from ...context import AssistantMessage, Passage, SystemMessage, ToolCall, ToolResult, UserMessage
 from .examples import SEARCH_TOOL, Example, _compression, benchmark_free, benchmark_sources, stdlib_paragraphs
 
 SOURCES = {
@@ -125,16 +125,9 @@ def build_document_examples(count: int, seed: int, tokenizer, texts: "Corpus", *
             asked = facts[0]
             wanted = asked if kind == "fact" else _fact(rng, asked.kind)  # absent: one like it, not planted
             question, answer = rng.choice(wanted.questions), (wanted.answer if kind == "fact" else None)
-            at = None
-            for fact in facts if kind == "fact" else facts[1:] or facts:
-                where = rng.randint(0, len(blocks))
-                blocks.insert(where, fact.sentence)
-                if fact is asked:
-                    at = where
-            if at is None:
-                at = rng.randrange(len(blocks))
-            else:  # later inserts before it moved it
-                at = blocks.index(asked.sentence)
+            for fact in (facts if kind == "fact" else facts[1:] or facts):  # absent: the asked one stays out
+                blocks.insert(rng.randint(0, len(blocks)), fact.sentence)
+            at = blocks.index(asked.sentence) if asked.sentence in blocks else rng.randrange(len(blocks))
         document = "\n\n".join(blocks)
         excerpt = "\n\n".join(blocks[max(0, at - rng.randint(1, 3)):at + rng.randint(2, 4)])
         messages, teacher_messages = _conversation(rng, container, question, document, excerpt)
