@@ -13,10 +13,10 @@ import argparse
 import asyncio
 import hashlib
 import hmac
-import os
-import re
 import json
 import logging
+import os
+import re
 import signal
 import sys
 import time
