@@ -29,13 +29,12 @@ import importlib.metadata
 import json
 import random
 import re
-import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from ...context import AssistantMessage, Passage, SystemMessage, ToolCall, ToolResult, UserMessage
-from .examples import SEARCH_TOOL, Example, _compression, benchmark_free, benchmark_sources, stdlib_paragraphs
+from .examples import SEARCH_TOOL, Example, _compression, benchmark_free, stdlib_modules, stdlib_paragraphs
 
 SOURCES = {
     "stdlib docstrings": "CPython's standard library docstrings (PSF-2.0)",
@@ -306,7 +305,8 @@ def readme_paragraphs(min_chars: int = 200, max_chars: int = 1500) -> tuple[list
         licence = " ".join(filter(None, [dist.metadata.get("License-Expression"),
                                          (dist.metadata.get("License") or "")[:80],
                                          *(dist.metadata.get_all("Classifier") or [])]))
-        if name.lower() in EXCLUDED_DISTRIBUTIONS or not PERMISSIVE.search(licence):
+        permissive = PERMISSIVE.search(licence)
+        if name.lower() in EXCLUDED_DISTRIBUTIONS or not permissive:
             continue
         found = 0
         for block in re.split(r"\n\s*\n", dist.metadata.get_payload() or ""):
@@ -317,7 +317,7 @@ def readme_paragraphs(min_chars: int = 200, max_chars: int = 1500) -> tuple[list
                 paragraphs.add(block)
                 found += 1
         if found:
-            used.append((name, (PERMISSIVE.search(licence).group(0))))
+            used.append((name, permissive.group(0)))
     return benchmark_free(sorted(paragraphs)), used
 
 
@@ -325,14 +325,7 @@ def readme_paragraphs(min_chars: int = 200, max_chars: int = 1500) -> tuple[list
 def stdlib_code(min_lines: int = 6, max_chars: int = 1600) -> tuple[str, ...]:
     """Functions of the standard library's top-level modules, as source code (a tool's file read)."""
     found = []
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
-        if path.resolve() in benchmark_sources():
-            continue
-        try:
-            text = path.read_text(errors="ignore")
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
+    for path, text, tree in stdlib_modules():
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno >= min_lines:
                 source = ast.get_source_segment(text, node) or ""
@@ -356,11 +349,11 @@ def written_paragraphs(verifier, tokenizer, count: int, seed: int, cache: Path, 
     prompts = [rng.choice(WRITING).format(rng.choice(TOPICS)) for _ in range(count)]
     torch.manual_seed(seed)
     texts = []
-    tokenizer.padding_side = "left"
     for start in tqdm(range(0, count, batch), desc="written texts", unit="batch", disable=not progress):
         chats = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                                add_generation_prompt=True) for p in prompts[start:start + batch]]
-        encoded = tokenizer(chats, return_tensors="pt", padding=True, add_special_tokens=False)
+        # padded on the left for generation, for this call only: the tokenizer is the verifier's, shared
+        encoded = tokenizer(chats, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         with torch.inference_mode():
             out = verifier.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=True, temperature=0.8,
                                     top_p=0.95, repetition_penalty=1.1, pad_token_id=tokenizer.pad_token_id

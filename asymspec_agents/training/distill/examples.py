@@ -84,18 +84,26 @@ def benchmark_free(texts) -> list[str]:
     return [text for text in texts if not word_runs(text) & banned]
 
 
+def stdlib_modules():
+    """(path, source, syntax tree) of the standard library's top-level modules, those a benchmark reads left out
+    (`benchmark_sources`)."""
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        if path.resolve() in benchmark_sources():
+            continue
+        text = path.read_text(errors="ignore")
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        yield path, text, tree
+
+
 @lru_cache(maxsize=1)
 def stdlib_paragraphs(min_chars: int = 200, max_chars: int = 1200) -> tuple[str, ...]:
     """Docstring paragraphs of the standard library's top-level modules (about a thousand on CPython 3.11), none
     of them benchmark text (`benchmark_free`)."""
     found = set()
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
-        if path.resolve() in benchmark_sources():
-            continue
-        try:
-            tree = ast.parse(path.read_text(errors="ignore"))
-        except (SyntaxError, ValueError):
-            continue
+    for _, _, tree in stdlib_modules():
         for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
                 for block in re.split(r"\n\s*\n", ast.get_docstring(node) or ""):
