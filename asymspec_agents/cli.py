@@ -81,6 +81,9 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
                    "its query-aware compressed form (--passage-budget)")
     p.add_argument("--passage-budget", type=int, default=128, help="tokens of each passage the verifier reads "
                    "(default: 128)")
+    p.add_argument("--drafter-budget", type=int, default=None, metavar="TOKENS",
+                   help="the drafter reads each passage's BM25 selection for the prompt, at most TOKENS, instead of "
+                   "all of it (a retrieval view; default: all of it)")
     p.add_argument("--compressed-prompt", help="the verifier's view of the prompt; default: the same as --prompt")
     p.add_argument("--system", help="an optional system message for both views")
     p.add_argument("--raw", action="store_true", help="use the prompts as raw text, without the chat template")
@@ -98,6 +101,8 @@ def _generate(args: argparse.Namespace) -> int:
     try:
         if args.passage and (args.raw or args.compressed_prompt):
             raise ConfigError("--passage renders the chat views itself: leave out --raw and --compressed-prompt.")
+        if args.drafter_budget is not None and not args.passage:
+            raise ConfigError("--drafter-budget selects from passages: give --passage FILE too.")
         config = GenerationConfig(**arguments.settings(args))
         engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=arguments.drafter(args),
                                                 tokenizer=args.tokenizer, threads=args.threads)
@@ -140,7 +145,8 @@ def _with_passages(engine, args: argparse.Namespace) -> tuple[list[int], list[in
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"--passage: cannot read {exc.filename or 'a file'}: {exc}") from exc
     messages = ([SystemMessage(args.system)] if args.system else []) + [UserMessage(args.prompt, passages=passages)]
-    views = DualContext(engine.tokenizer, CompressionPolicy(budgets={"passage": args.passage_budget})).render(messages)
+    policy = CompressionPolicy(budgets={"passage": args.passage_budget}, drafter_budget=args.drafter_budget)
+    views = DualContext(engine.tokenizer, policy).render(messages)
     return views.full_ids, views.comp_ids
 
 

@@ -14,6 +14,13 @@ it. Two settings trade that away on purpose, for a shorter or more exact compres
 - `total_budget=T`: while the full view has at most T tokens, the compressed view equals the full view; the step
   that crosses T switches to compression.
 
+The drafter reads every item whole by default. `drafter_budget=B` gives it a retrieval view instead (as RAPID's
+drafter reads retrieved text): each passage and tool result longer than B tokens reaches the drafter as its BM25
+selection for the query, at most B tokens, under the same arrival rule as the verifier's query-aware compressors.
+A small drafter then reads a few hundred relevant tokens rather than thousands, where it finds what it is asked for
+far more often (docs/benchmarks.md, NIAH) and at a fraction of the cost; what needs the whole document (what does
+it conclude?) it reads only as well as BM25 selects for the question.
+
 Past the models' window (`DualContext.render(window=...)`, which AsymSpecChat passes) a view keeps its first turns
 (system prompt, tools, the first request) and its latest turns, dropping whole turns oldest first a quarter window at a time, so
 the cut moves rarely and what follows it stays cached between moves; `on_overflow="error"` raises instead.
@@ -34,6 +41,7 @@ MIN_BUDGET = 16  # below this a marker or gap alone would not fit
 OVERFLOW = ("truncate", "error")
 DEFAULT_BUDGETS: dict[str, int | None] = {"user": None, "assistant": None, "tool_result": 256, "passage": 128, "tools": None}
 DEFAULT_COMPRESSORS: dict[str, str] = {"user": "head_tail", "assistant": "head_tail", "tool_result": "bm25", "passage": "bm25"}
+RETRIEVED_KINDS = ("tool_result", "passage")  # what the drafter's retrieval view selects from (`drafter_budget`)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ class CompressionPolicy:
     # past the models' window: "truncate" drops the oldest turns of a view (AsymSpecChat; render's `window`),
     # "error" raises ContextTooLongError instead
     on_overflow: str = "truncate"
+    # the drafter's retrieval view: passages and tool results over this many tokens reach it BM25-selected
+    drafter_budget: int | None = None
 
     def __post_init__(self):
         for mapping, allowed, what in ((self.budgets, KINDS, "budgets"), (self.compressors, TEXT_KINDS, "compressors")):
@@ -63,6 +73,7 @@ class CompressionPolicy:
         for kind, budget in self.budgets.items():
             _check_budget(f"budgets[{kind!r}]", budget)
         _check_budget("old_turn_budget", self.old_turn_budget)
+        _check_budget("drafter_budget", self.drafter_budget)
         if self.total_budget is not None and (not isinstance(self.total_budget, int) or self.total_budget < 1):
             raise ConfigError(f"total_budget must be a positive int or None, got {self.total_budget!r}.")
         if self.on_overflow not in OVERFLOW:

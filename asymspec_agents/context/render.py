@@ -30,9 +30,9 @@ from typing import Callable
 from ..errors import ContextTooLongError
 from .cache import LRUCache, content_key
 from .chat_format import chat_format
-from .compressors import drafter_surprisal
+from .compressors import BM25Select, drafter_surprisal
 from .messages import AssistantMessage, ImageItem, SystemMessage, ToolResult, UserMessage, validate_conversation
-from .policy import CompressionPolicy
+from .policy import RETRIEVED_KINDS, CompressionPolicy
 from .report import CompressionReport, ReportItem
 from .tokens import Cl100kCounter, TokenCounter
 from .tool_format import TOOL_RESULT_CLOSE, format_tool_call, tool_result_open, tools_block
@@ -67,6 +67,7 @@ class DualContext:
         self.format = chat_format(tokenizer)
         scorer = drafter_surprisal(drafter) if drafter is not None else None
         self.compressors = self.policy.build_compressors(surprisal_scorer=scorer, embedder=embedder)
+        self.retriever = BM25Select()  # the drafter's retrieval view (policy.drafter_budget)
         self.captioner = captioner
         self.cache = LRUCache(cache_size)  # compressions, tools blocks and captions, by content hash
         self._arrivals = LRUCache(cache_size)  # item -> the explicit query current when it first arrived
@@ -83,6 +84,9 @@ class DualContext:
         turns, full_segments, prompt, full_ids = self._whole(messages, specs, query, add_generation_prompt)
 
         fits = self.policy.total_budget is not None and len(full_ids) <= self.policy.total_budget
+        if self.policy.drafter_budget is not None and not fits:  # both read everything while it fits
+            full_segments = self.format.segments(_texts(turns, self._drafter_text))
+            full_ids = self._ids(full_segments, prompt)
         report = CompressionReport(fits_total_budget=fits, cl100k_note=self.cl100k.note)
         comp_turns = []
         for role, parts in turns:
@@ -141,7 +145,7 @@ class DualContext:
         it). Both are rendered whole: the caller's compression replaces this memory's policy. `window` as in
         `render`."""
         specs = validate_tools(tools)
-        turns, full_segments, prompt, full_ids = self._whole(full_messages, specs, query, True)
+        turns, full_segments, prompt, full_ids = self._whole(full_messages, specs, query, True, self._drafter_text)
         _, comp_segments, comp_prompt, comp_ids = self._whole(comp_messages, specs, query, True)
         truncated = {}
         full_segments, full_ids = self._fitted(full_segments, prompt, full_ids, window, "full", _head(turns), truncated)
@@ -154,12 +158,14 @@ class DualContext:
         return DualViews(full_ids, comp_ids, "".join(full_segments) + prompt, "".join(comp_segments) + comp_prompt,
                          report, images, self.format.append_stable, truncated)
 
-    def _whole(self, messages, specs: list[ToolSpec], query: str | None, add_generation_prompt: bool):
-        """(turns, segments, generation prompt, token ids) of a conversation's full view."""
+    def _whole(self, messages, specs: list[ToolSpec], query: str | None, add_generation_prompt: bool,
+               text: Callable = None):
+        """(turns, segments, generation prompt, token ids) of a conversation with every item whole, or as
+        `text(part)` gives it."""
         turns = self._plan(validate_conversation(messages), specs, query)
-        full_turns = [(role, "".join(_full(part) for part in parts)) for role, parts in turns]
-        segments = self.format.segments(full_turns)
-        prompt = self.format.generation_prompt(full_turns) if add_generation_prompt else ""
+        texts = _texts(turns, text or _full)
+        segments = self.format.segments(texts)
+        prompt = self.format.generation_prompt(texts) if add_generation_prompt else ""
         return turns, segments, prompt, self._ids(segments, prompt)
 
     # -----------------------------------------------------------------------------------------------------------
@@ -179,7 +185,9 @@ class DualContext:
             verbatim = window is not None and not old  # inside the window of recent turns
 
             def item(kind, text, derived_query=None):
-                return _Item(kind, text, index, self._query(kind, text, query, derived_query), old, verbatim)
+                arrived = self._arrived_query(kind, text, query, derived_query)
+                uses_query = kind in self.compressors and self.compressors[kind].uses_query
+                return _Item(kind, text, index, arrived if uses_query else None, old, verbatim, drafter_query=arrived)
 
             if isinstance(message, SystemMessage):
                 parts = [message.content]
@@ -210,10 +218,7 @@ class DualContext:
                 turns.append((self.format.tool_role, parts))
         return turns
 
-    def _query(self, kind: str, text: str, explicit: str | None, derived: str | None) -> str | None:
-        compressor = self.compressors.get(kind)
-        if compressor is None or not compressor.uses_query:
-            return None
+    def _arrived_query(self, kind: str, text: str, explicit: str | None, derived: str | None) -> str | None:
         arrived_with = self._arrivals.setdefault(content_key("arrival", kind, text), explicit)
         return arrived_with if arrived_with is not None else derived
 
@@ -246,6 +251,15 @@ class DualContext:
             part.message_index, part.kind, name, budget, self.tokens.count(part.text), self.tokens.count(text),
             self.cl100k.count(part.text), self.cl100k.count(text), cached,
         ))
+        return text
+
+    def _drafter_text(self, part) -> str:
+        """What the drafter reads of a part: all of it, or its retrieval view (`CompressionPolicy.drafter_budget`)."""
+        budget = self.policy.drafter_budget
+        if isinstance(part, str) or budget is None or part.kind not in RETRIEVED_KINDS:
+            return _full(part)
+        key = content_key("drafter", part.kind, budget, part.drafter_query, part.text)
+        text, _ = self.cache.get_or_compute(key, lambda: self.retriever(part.text, budget, self.tokens, part.drafter_query))
         return text
 
     def _compress_text(self, part: _Item) -> tuple[str, str, int | None, bool]:
@@ -294,6 +308,7 @@ class _Item:
     comp_text: str | None = None  # images: the caption text, fixed
     image: ImageItem | None = None
     specs: list[ToolSpec] | None = None  # the tools block: its specs
+    drafter_query: str | None = None  # what the drafter's retrieval view selects for
 
 
 def _head(turns: list[tuple[str, list]]) -> int:
@@ -304,6 +319,11 @@ def _head(turns: list[tuple[str, list]]) -> int:
 
 def _full(part) -> str:
     return part if isinstance(part, str) else part.text
+
+
+def _texts(turns: list[tuple[str, list]], text: Callable) -> list[tuple[str, str]]:
+    """(role, content) per turn, each part as `text(part)` gives it."""
+    return [(role, "".join(text(part) for part in parts)) for role, parts in turns]
 
 
 def _document_open(passage, number: int) -> str:

@@ -402,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compressor", action="append", default=[], metavar="KIND=NAME",
                         help="compressor of one text kind (head_tail, bm25, embedding, surprisal); repeatable")
     parser.add_argument("--keep-last-turns", type=int, default=None, help="turns kept whole in the verifier's view")
+    parser.add_argument("--drafter-budget", type=int, default=None, metavar="TOKENS",
+                        help="the drafter reads passages and tool results over TOKENS as their BM25 selection for "
+                             "the question (a retrieval view; default: whole)")
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                         help="info (default): one line per request; warning: errors only; debug: uvicorn's too")
     arguments.add_settings(parser)
@@ -413,7 +416,7 @@ def _describe(args: argparse.Namespace, chat: AsymSpecChat, config: GenerationCo
     from ..models import resolve_pair
 
     verifier, drafter = resolve_pair(args.verifier, arguments.drafter(args))
-    resolved = chat.engine.with_settings(config).resolved()
+    resolved = config.resolved()
     rule = (f", rule {resolved.acceptance}, bonus {'fused' if resolved.fuse_bonus else 'unfused'}"
             if resolved.mode == "asymmetric" else "")
     return f"verifier {verifier}, drafter {drafter or 'none'}, mode {resolved.mode}{rule}"
@@ -437,7 +440,7 @@ def _build(args: argparse.Namespace, settings: dict) -> tuple[AsymSpecChat, Gene
 
     policy = CompressionPolicy(budgets=pairs(args.budget, "budget", lambda v: None if v == "none" else int(v)),
                                compressors=pairs(args.compressor, "compressor", str),
-                               keep_last_turns=args.keep_last_turns)
+                               keep_last_turns=args.keep_last_turns, drafter_budget=args.drafter_budget)
     config = GenerationConfig(**settings)
     budget = {} if args.kv_budget_gib is None else {"kv_budget": int(args.kv_budget_gib * (1 << 30))}
     engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=arguments.drafter(args),

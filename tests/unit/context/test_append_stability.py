@@ -44,9 +44,9 @@ def is_prefix(short, long):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(messages=conversations(), with_tools=st.booleans())
-def test_appending_a_message_only_appends_to_both_views(tok, messages, with_tools):
-    ctx = DualContext(tok)
+@given(messages=conversations(), with_tools=st.booleans(), retrieval=st.booleans())
+def test_appending_a_message_only_appends_to_both_views(tok, messages, with_tools, retrieval):
+    ctx = DualContext(tok, CompressionPolicy(drafter_budget=200 if retrieval else None))  # the drafter's retrieval view too
     tools = TOOLS if with_tools else None
     previous = None
     for n in range(1, len(messages) + 1):
