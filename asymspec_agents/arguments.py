@@ -7,7 +7,7 @@ import argparse
 from typing import get_args
 
 from .engine.config import CHOICES, setting_fields
-from .models import AUTO, DEFAULT_VERIFIER, DRAFTER_SETTINGS
+from .models import AUTO, DEFAULT_VERIFIER
 
 NO_DRAFTER = "none"
 
@@ -17,8 +17,9 @@ def add_pair(p: argparse.ArgumentParser) -> None:
                    help=f"hub id, folder, .gguf file, a bundled name (bundled, bundled-agent, bundled-gemma, the pair "
                    f"bundled-hetero) or a vLLM server's http://host:port/v1 (default: {DEFAULT_VERIFIER})")
     p.add_argument("--drafter", default=AUTO,
-                   help="same forms as --verifier; 'auto' (default): the drafter distilled from a bundled verifier, "
-                   f"else the verifier's own weights; '{NO_DRAFTER}': no drafter (modes full and compressed only)")
+                   help="same forms as --verifier; 'auto' (default): the drafter distilled from a bundled verifier "
+                   "or a known hub verifier's small sibling (Qwen3, Llama 3, Gemma 3, SmolLM2), else an error; "
+                   f"'{NO_DRAFTER}': no drafter (modes full and compressed only)")
     p.add_argument("--tokenizer", help="the pair's tokenizer when both models are on servers whose model folders "
                    "this machine cannot read")
     p.add_argument("--threads", type=int, help="torch's CPU threads (default: OMP_NUM_THREADS, else the cores the "
@@ -35,8 +36,6 @@ def add_settings(p: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         base = next((t for t in get_args(kind) if t is not type(None)), kind)
         shown = "the mode's default" if default is None and name != "stop" else default
-        own = [f"{drafter} drafting: {values[name]}" for drafter, values in DRAFTER_SETTINGS.items() if name in values]
-        shown = "; ".join([str(shown), *own])  # a drafter's own setting wins over the mode's (engine.settings)
         if name == "seed":  # a flag cannot say None: a fresh seed per call is the API's alone
             help_text = "sampling seed"
         if name == "stop":

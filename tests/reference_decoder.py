@@ -40,6 +40,23 @@ def gate_exponent(divergence: str, a: torch.Tensor, b: torch.Tensor, lam: float,
     raise ValueError(divergence)
 
 
+def with_copy(row: torch.Tensor, prompt: list[int], sequence: list[int], weight: float) -> torch.Tensor:
+    """The copy head written out: find the longest n-gram (3 to 8 tokens) of the reply (what `sequence` holds past
+    `prompt`) ending `sequence` that also occurs in `prompt` with a token after it; mix the distribution of those
+    next tokens into softmax(row) with `weight`."""
+    if not weight:
+        return row
+    for n in range(min(8, len(sequence) - len(prompt)), 2, -1):
+        tail = sequence[-n:]
+        following = [prompt[j + n] for j in range(len(prompt) - n) if prompt[j:j + n] == tail]
+        if following:
+            copy = torch.zeros_like(row)
+            for token in following:
+                copy[token] += 1 / len(following)
+            return torch.log((1 - weight) * torch.softmax(row, -1) + weight * copy)
+    return row
+
+
 def delta(source: str, t: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor) -> torch.Tensor:
     if source == "contrast":
         return torch.log_softmax(a, -1) - torch.log_softmax(b, -1)
@@ -53,9 +70,14 @@ def delta(source: str, t: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor)
 def decode(verifier, drafter, full: list[int], comp: list[int], *, acceptance: str, max_new_tokens: int,
            eos_ids: set[int], beta: float = 1.0, gamma: float = 0.5, k_max: int = 2, cda: bool = True,
            divergence: str = "jsd", cda_lambda: float = 1.0, delta_source: str = "contrast",
-           fuse_bonus: bool = False) -> list[int]:
+           fuse_bonus: bool = False, copy_weight: float = 0.0) -> list[int]:
     """Greedy AsymSpec (drafter on `full`, verifier on `comp`) with the "ratio" or "fused" rule."""
     out: list[int] = []
+
+    def drafter_rows(prompt: list[int], sequence: list[int], start: int) -> list[torch.Tensor]:
+        """The drafter's rows (copy head included) after each prefix sequence[:i], i from `start` + 1 on."""
+        rows = logits(drafter, sequence)[start:]
+        return [with_copy(row, prompt, sequence[:start + 1 + i], copy_weight) for i, row in enumerate(rows)]
 
     def fused_row(t, a, b):
         return t + beta * delta(delta_source, t, a, b) if beta else t
@@ -64,14 +86,15 @@ def decode(verifier, drafter, full: list[int], comp: list[int], *, acceptance: s
         k = min(k_max, max_new_tokens - len(out) - 1)
         drafts, a_rows = [], []
         for _ in range(k):
-            a_rows.append(logits(drafter, full + out + drafts)[-1])
+            sequence = full + out + drafts
+            a_rows.append(drafter_rows(full, sequence, len(sequence) - 1)[0])
             drafts.append(int(a_rows[-1].argmax()))
             if drafts[-1] in eos_ids:
                 break
         k = len(drafts)
         n_prefix = len(comp) + len(out)
         t_rows = logits(verifier, comp + out + drafts)[n_prefix - 1:]  # [k+1]
-        b_rows = logits(drafter, comp + out + drafts)[n_prefix - 1:]
+        b_rows = drafter_rows(comp, comp + out + drafts, n_prefix - 1)
         committed, emitted = [], None
         for i, d in enumerate(drafts):
             a, b, t = a_rows[i], b_rows[i], t_rows[i]
@@ -89,7 +112,8 @@ def decode(verifier, drafter, full: list[int], comp: list[int], *, acceptance: s
         else:
             if not (drafts and drafts[-1] in eos_ids):
                 if k == 0 or fuse_bonus:  # a block without drafts emits from the fused target, as a rejection does
-                    a = logits(drafter, full + out + drafts)[-1] if delta_source != "scd" else None
+                    sequence = full + out + drafts
+                    a = drafter_rows(full, sequence, len(sequence) - 1)[0] if delta_source != "scd" else None
                     emitted = int(fused_row(t_rows[k], a, b_rows[k]).argmax())
                 else:
                     emitted = int(t_rows[k].argmax())

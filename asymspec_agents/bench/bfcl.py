@@ -170,8 +170,7 @@ def run(engine, items: list[Item], *, mode: str, tool_choice: str, max_new_token
     from ..chat import AsymSpecChat
     from ..engine import GenerationConfig
 
-    # fuse_bonus: the default pair's setting (ChatAsymSpec.bundled); it changes nothing in the single-model modes
-    chat = AsymSpecChat(engine, config=GenerationConfig(mode=mode, max_new_tokens=max_new_tokens, fuse_bonus=True))
+    chat = AsymSpecChat(engine, config=GenerationConfig(mode=mode, max_new_tokens=max_new_tokens))
     runs = []
     for item in tqdm(items, desc=desc, unit="item", leave=False):
         started = time.perf_counter()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..engine.config import DELTA_SOURCES
+from ..engine.config import DELTA_SOURCES, GenerationConfig
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
 from .accuracy import RULES, STUDENT_ALONE, System, run_item, summarize, systems
 from .common import RESULTS, markdown_table, pyplot
@@ -82,6 +82,7 @@ class Grid:
     needles: tuple = tuple(n.name for n in NEEDLES)
     settings: tuple = SETTINGS
     systems: list = field(default_factory=lambda: systems([1.0], [True]) + [STUDENT_ALONE])
+    drafter_budget: int | None = None  # the drafter's retrieval view (CompressionPolicy.drafter_budget)
 
     @property
     def replies(self) -> int:
@@ -105,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delta-source", choices=DELTA_SOURCES, default="contrast",
                         help="AsymSpec's δ: contrast (the drafter's full minus compressed view; the default), "
                              "full_only (its full view alone) or scd (its full view minus the verifier's)")
+    parser.add_argument("--copy-weight", type=float, metavar="λ",
+                        help="λ of AsymSpec's copy head (GenerationConfig.copy_weight; default: the rule's, 0: off)")
+    parser.add_argument("--drafter-budget", type=int, metavar="TOKENS",
+                        help="the drafter reads a retrieval view: the document's BM25 selection for the question, "
+                             "at most TOKENS (default: the whole document)")
     parser.add_argument("--out", default=str(RESULTS / "niah"), help="output folder (default benchmarks/results/niah)")
     parser.add_argument("--parts", nargs="+", metavar="FOLDER", help="merge the results of runs over other lengths "
                         "or needles (one process per core; a stopped run gives what it finished) into --out, and stop")
@@ -116,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("lengths", "depths", "needles"):
         if getattr(args, name):
             setattr(grid, name, tuple(getattr(args, name)))
-    grid.systems = with_delta_source(grid.systems, args.delta_source)
+    grid.systems = asymmetric_with(grid.systems, delta_source=args.delta_source, copy_weight=args.copy_weight)
+    grid.drafter_budget = args.drafter_budget
     if args.settings:
         grid.settings = tuple((c, int(r)) for c, _, r in (s.partition(":") for s in args.settings))
     from ..engine import AsymSpecEngine
@@ -130,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def results(records: list[dict], done: bool) -> dict:
         return {"verifier": verifier, "drafter": drafter, "date": time.strftime("%Y-%m-%d"), "quick": args.quick,
-                "delta_source": args.delta_source,
+                "delta_source": args.delta_source, "copy_weight": args.copy_weight,
+                "drafter_budget": grid.drafter_budget,
                 "grid": {"lengths": grid.lengths, "depths": grid.depths, "needles": grid.needles,
                          "settings": grid.settings, "systems": [s.name for s in grid.systems]},
                 "hours": (time.time() - started) / 3600, "done": done, "records": records}
@@ -152,9 +160,9 @@ def merge(paths: list[str]) -> dict:
     parts = [{"delta_source": "contrast", **json.loads((Path(p) / "results.json").read_text())} for p in paths]
     first = parts[0]  # (runs written before --delta-source existed used the contrast)
     for part in parts[1:]:
-        for key in ("verifier", "drafter", "quick", "delta_source"):
-            if part[key] != first[key]:
-                raise SystemExit(f"cannot merge runs with different {key}: {first[key]!r} and {part[key]!r}")
+        for key in ("verifier", "drafter", "quick", "delta_source", "copy_weight", "drafter_budget"):
+            if part.get(key) != first.get(key):
+                raise SystemExit(f"cannot merge runs with different {key}: {first.get(key)!r} and {part.get(key)!r}")
         for key in ("depths", "settings", "systems"):
             if part["grid"][key] != first["grid"][key]:
                 raise SystemExit(f"cannot merge runs with different {key}: {first['grid'][key]} and "
@@ -173,13 +181,13 @@ def merge(paths: list[str]) -> dict:
             "records": records, "summary": summarize(records, first["grid"]["systems"])}
 
 
-def with_delta_source(found: list[System], source: str) -> list[System]:
-    """The AsymSpec systems with δ from `source`, under the same names (the tables and heatmaps read the same; the
-    results' title says which δ)."""
-    if source == "contrast":  # the engine's default
-        return found
-    return [replace(s, settings=(*s.settings, ("delta_source", source))) if s.overrides.get("mode") == "asymmetric"
-            else s for s in found]
+def asymmetric_with(found: list[System], **settings) -> list[System]:
+    """The AsymSpec systems with `settings` where they differ from the defaults, under the same names (the tables
+    and heatmaps read the same; the results say which settings)."""
+    changed = tuple((k, v) for k, v in settings.items()
+                    if v is not None and v != GenerationConfig.__dataclass_fields__[k].default)
+    return [replace(s, settings=(*s.settings, *changed)) if s.overrides.get("mode") == "asymmetric" else s
+            for s in found]
 
 
 def run_grid(engine, grid: Grid, checkpoint=None) -> list[dict]:
@@ -196,7 +204,8 @@ def run_grid(engine, grid: Grid, checkpoint=None) -> list[dict]:
     bar = tqdm(total=grid.replies, desc="niah", unit="reply")
     for length in grid.lengths:
         chats = {(compressor, ratio): AsymSpecChat(engine, config=GenerationConfig(), policy=CompressionPolicy(
-            budgets={"passage": max(16, (length - PROMPT_TOKENS) // ratio)}, compressors={"passage": compressor}))
+            budgets={"passage": max(16, (length - PROMPT_TOKENS) // ratio)}, compressors={"passage": compressor},
+            drafter_budget=grid.drafter_budget))
             for compressor, ratio in grid.settings}
         # the drafter alone reads the same full views (one memory for both)
         alone = drafter_alone and AsymSpecChat(drafter_alone, context=next(iter(chats.values())).context)
@@ -302,9 +311,11 @@ def render_markdown(results: dict) -> str:
                   else "" if results.get("done", True) else " Stopped before the end.")
     processes = f"process-hours ({results['parts']} processes)" if results.get("parts", 1) > 1 else "h (one process)"
     source = results.get("delta_source", "contrast")
+    copy, budget = results.get("copy_weight"), results.get("drafter_budget")
     lines = [f"# Needle in a haystack on Paul Graham's essays ({results['date']}, `{results['verifier']}` verifying, "
              f"`{results['drafter']}` drafting{', quick grid' if results['quick'] else ''}"
-             f"{'' if source == 'contrast' else ', δ = ' + source})\n",
+             f"{'' if source == 'contrast' else ', δ = ' + source}{f', copy head λ = {copy:g}' if copy else ''}"
+             f"{f', retrieval view of {budget} tokens' if budget else ''})\n",
              f"Lengths {', '.join(map(str, grid['lengths']))} tokens; depths {', '.join(map(str, grid['depths']))}%; "
              f"needles {', '.join(grid['needles'])}; {decoded} replies decoded in {results['hours']:.1f} "
              f"{processes}; {len(results['records'])} records, as the Ceiling's and the drafter's replies, which "

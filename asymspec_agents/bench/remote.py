@@ -167,10 +167,11 @@ SYSTEMS = [  # (label, engine, mode)
 
 
 def reply_config(mode: str, tokens: int):
-    """The default pair's settings (the paper's rule, the fused bonus bundled-small needs), greedy, no EOS stop."""
+    """The default settings without the copy head (a served drafter has none: every system decodes alike), greedy,
+    no EOS stop."""
     from ..engine import GenerationConfig
 
-    return GenerationConfig(mode=mode, max_new_tokens=tokens, fuse_bonus=True)
+    return GenerationConfig(mode=mode, max_new_tokens=tokens, copy_weight=0.0)
 
 
 def views(full: list[int], comp: int) -> tuple[list[int], list[int]]:
@@ -239,7 +240,7 @@ def fidelity(engines: dict, count: int) -> list[dict]:
                 replies = {}
                 for name, mode in systems:
                     label = name if mode == "asymmetric" else "Ceiling remote"
-                    config = GenerationConfig(mode=mode, acceptance=acceptance, max_new_tokens=24, fuse_bonus=True)
+                    config = GenerationConfig(mode=mode, acceptance=acceptance, max_new_tokens=24, copy_weight=0.0)
                     replies[label] = chats[name].reply(item.messages, tools=item.tools or None, config=config)
                     correct[label] = correct.get(label, 0) + item.correct(replies[label])
                     seconds.setdefault(label, []).append(replies[label].stats.wall_seconds)

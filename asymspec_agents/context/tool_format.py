@@ -109,8 +109,8 @@ def tools_block(lines: list[str]) -> str:
 
 
 def _parse_one(raw: str) -> ParsedToolCall | InvalidToolCall:
-    try:
-        payload = json.loads(raw)
+    try:  # strict=False: raw control characters inside strings, which the tool grammar lets a model write
+        payload = json.loads(raw, strict=False)
     except json.JSONDecodeError as exc:
         name = re.search(r'"name"\s*:\s*"([^"]*)"', raw)
         return InvalidToolCall(name.group(1) if name else None, raw, f"not valid JSON: {exc}")
@@ -122,7 +122,7 @@ def _parse_one(raw: str) -> ParsedToolCall | InvalidToolCall:
     arguments = payload.get("arguments", payload.get("parameters", {}))
     if isinstance(arguments, str):  # OpenAI style: arguments as a JSON string
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = json.loads(arguments, strict=False) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
             return InvalidToolCall(name, raw, f"arguments string is not valid JSON: {exc}")
     if not isinstance(arguments, dict):

@@ -1,9 +1,12 @@
 """Generation settings, validated once at the boundary; the one table of their defaults (docs/design.md §4).
 
-Some defaults depend on the mode and the acceptance rule: AsymSpec runs as its authors publish it (the `ratio`
-rule, γ = 0.5, K = 2, an unfused bonus: `configs/paper.yaml` of USTC-StarTeam/AsymSpec), while the symmetric modes
-keep exact verification. Such fields hold `None` until `resolved()` fills them from the tables below, so that
-`replace(config, mode=...)` still gets the new mode's defaults.
+Some defaults depend on the mode and the acceptance rule: AsymSpec runs the `ratio` rule with its authors' settings
+(γ = 0.5, K = 2: `configs/paper.yaml` of USTC-StarTeam/AsymSpec) and two changes the project measures to matter: the
+bonus token fused (unfused, an identical pair closes none of the needle gap) and the drafter's copy head
+(copying.py; the default drafter then finds names and phrases in long documents: docs/benchmarks.md);
+`preset="paper"` gives the rule as published. The symmetric modes keep exact verification. The defaults
+are the same for every pair: no model's name changes them. Such fields hold `None` until `resolved()` fills them from
+the tables below, so that `replace(config, mode=...)` still gets the new mode's defaults.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ ACCEPTANCE_RULES = ("ratio", "fused")
 DIVERGENCES = ("jsd", "kl", "jsd_pos", "kl_vnorm", "kl_hbase")
 # δ sources (theirs: ours, raw_aug, scd): a − b, a alone, t − b (speculative contrastive decoding)
 DELTA_SOURCES = ("contrast", "full_only", "scd")
-CHOICES = {"mode": tuple(MODES), "acceptance": ACCEPTANCE_RULES, "divergence": DIVERGENCES, "delta_source": DELTA_SOURCES}
-
-# Defaults of the mode-dependent fields: AsymSpec's per acceptance rule; every other mode decodes exactly.
-PAPER = dict(beta=1.0, gamma=0.5, k_max=2, adaptive_k=False, cda=True, fuse_bonus=False)
-OURS = dict(beta=1.0, gamma=1.0, k_max=8, adaptive_k=True, cda=True, fuse_bonus=True)
-EXACT = dict(beta=0.0, gamma=1.0, k_max=8, adaptive_k=True, cda=False, fuse_bonus=False)  # no δ, no gate
-ASYMMETRIC_DEFAULTS = {"ratio": PAPER, "fused": OURS}
+# Defaults of the mode-dependent fields: AsymSpec's per preset and acceptance rule; every other mode decodes exactly.
+PAPER = dict(beta=1.0, gamma=0.5, k_max=2, adaptive_k=False, cda=True, fuse_bonus=False, copy_weight=0.0)
+MEASURED = {**PAPER, "fuse_bonus": True, "copy_weight": 0.9}
+OURS = dict(beta=1.0, gamma=1.0, k_max=8, adaptive_k=True, cda=True, fuse_bonus=True, copy_weight=0.9)
+EXACT = dict(beta=0.0, gamma=1.0, k_max=8, adaptive_k=True, cda=False, fuse_bonus=False, copy_weight=0.0)  # no δ
+PRESETS = {"measured": {"ratio": MEASURED, "fused": OURS}, "paper": {"ratio": PAPER, "fused": OURS}}
+CHOICES = {"mode": tuple(MODES), "acceptance": ACCEPTANCE_RULES, "divergence": DIVERGENCES,
+           "delta_source": DELTA_SOURCES, "preset": tuple(PRESETS)}
 DEFAULT_ACCEPTANCE = {"asymmetric": "ratio"}  # every other mode: "fused" (with γ = 1: exact verification)
 MODE_DEPENDENT = ("acceptance",) + tuple(PAPER)
 
@@ -57,6 +61,8 @@ class GenerationConfig:
     mode: str = _setting("asymmetric", "full, compressed, symmetric, symmetric_full or asymmetric (AsymSpec)")
     max_new_tokens: int = _setting(256, "most tokens one reply may have")
     acceptance: str | None = _setting(None, "acceptance rule: ratio (the published one) or fused (ours)")
+    preset: str = _setting("measured", "AsymSpec's defaults: measured (the ratio rule, bonus fused) or paper "
+                           "(as published, bonus unfused)")
     beta: float | None = _setting(None, "weight of δ added to the verifier's log-probabilities where it fuses")
     gamma: float | None = _setting(None, "acceptance threshold in (0, 1]")
     cda: bool | None = _setting(None, "relax acceptance where the drafter's two views diverge (the CDA gate)")
@@ -70,6 +76,8 @@ class GenerationConfig:
     k_max: int | None = _setting(None, "longest draft block")
     adaptive_k: bool | None = _setting(None, "grow or shrink the draft block from recent acceptance")
     draft_confidence: float = _setting(0.0, "stop drafting after a token the drafter gives less than this")
+    copy_weight: float | None = _setting(None, "λ of the drafter's copy head: its rows mixed with what its view's "
+                                         "prompt continues where the text repeats it (prompt lookup); 0: off")
     seed: int | None = _setting(0, "sampling seed (None: a fresh one per call)")
     stop: list[str] = _setting(None, "stop strings, never part of the output", factory=list)
     decisions: DecisionPolicy | None = _setting(
@@ -88,7 +96,7 @@ class GenerationConfig:
             return self
         acceptance = self.acceptance or DEFAULT_ACCEPTANCE.get(self.mode, "fused")
         # an unknown rule falls back to EXACT here; validate() then names it
-        table = ASYMMETRIC_DEFAULTS.get(acceptance, EXACT) if self.mode == "asymmetric" else EXACT
+        table = PRESETS.get(self.preset, PRESETS["measured"]).get(acceptance, EXACT) if self.mode == "asymmetric" else EXACT
         defaults = {"acceptance": acceptance, **table}
         return replace(self, **{name: defaults[name] for name in missing})
 
@@ -96,16 +104,13 @@ class GenerationConfig:
     def greedy(self) -> bool:
         return self.temperature == 0
 
-    @property
-    def speculative(self) -> bool:
-        return MODES[self.mode][0] is not None
-
     def validate(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"Unknown mode {self.mode!r}; choose one of {', '.join(MODES)}.")
         _choice("acceptance", self.acceptance, ACCEPTANCE_RULES)
         _choice("divergence", self.divergence, DIVERGENCES)
         _choice("delta_source", self.delta_source, DELTA_SOURCES)
+        _choice("preset", self.preset, tuple(PRESETS))
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
             raise ConfigError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}.")
         if self.beta < 0:
@@ -124,6 +129,8 @@ class GenerationConfig:
             raise ConfigError(f"k_max must be an integer >= 1, got {self.k_max!r}.")
         if not 0 <= self.draft_confidence < 1:
             raise ConfigError(f"draft_confidence must lie in [0, 1), got {self.draft_confidence}.")
+        if not 0 <= self.copy_weight < 1:
+            raise ConfigError(f"copy_weight must lie in [0, 1) (0 turns the copy head off), got {self.copy_weight}.")
 
 
 def _choice(name: str, value, allowed: tuple[str, ...]) -> None:

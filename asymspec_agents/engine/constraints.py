@@ -47,6 +47,3 @@ class GrammarConstraint:
     def rollback(self, count: int) -> None:
         if count:
             self._matcher.rollback(count)
-
-    def is_terminated(self) -> bool:
-        return self._matcher.is_terminated()

@@ -12,12 +12,13 @@ import torch
 
 from ..errors import ConfigError, ContextTooLongError, InvalidInputError
 from ..errors import VocabularyMismatchError
-from ..models import (AUTO, DEFAULT_VERIFIER, DRAFTER_SETTINGS, check_shared_vocabulary, config_window, load_model,
+from ..models import (AUTO, DEFAULT_VERIFIER, check_shared_vocabulary, config_window, load_model,
                       load_tokenizer, resolve_pair)
 from ..threads import configure_threads
 from .bridge import VocabularyBridge
 from .config import MODES, GenerationConfig
 from .constraints import TokenConstraint
+from .copying import CopyingStream
 from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
 from .pool import DEFAULT_KV_BUDGET, CachePool, StreamSet
@@ -61,21 +62,14 @@ class AsymSpecEngine:
     """
 
     def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",
-                 bridge_vocabularies: bool = True, kv_budget: int = DEFAULT_KV_BUDGET, settings: dict | None = None):
+                 bridge_vocabularies: bool = True, kv_budget: int = DEFAULT_KV_BUDGET):
         """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py).
-        `settings`: GenerationConfig fields this pair needs, used where a call leaves them unset (from_pretrained
-        gives a drafter's own, e.g. the distilled drafters' fused bonus token).
         `kv_budget`: bytes of keys and values the cache pool keeps between calls (default 4 GiB).
         `drafter_tokenizer`: the drafter's own tokenizer when it is not the verifier's; if the two vocabularies
         differ they are bridged (`bridge_vocabularies=False` refuses such a pair instead)."""
         if tokenizer is None:
             raise ConfigError("AsymSpecEngine needs the verifier's tokenizer: AsymSpecEngine(verifier, drafter, tokenizer).")
         self.verifier, self.drafter, self.tokenizer = verifier, drafter, tokenizer
-        self.settings = dict(settings or {})
-        try:
-            replace(GenerationConfig(), **self.settings)  # an invalid value raises its ConfigError here
-        except TypeError as exc:
-            raise ConfigError(f"settings names a field GenerationConfig does not have: {exc}.") from exc
         local = [m for m in (verifier, drafter) if m is not None and not is_remote(m)]
         self.drafter_tokenizer = drafter_tokenizer if drafter_tokenizer is not None else tokenizer
         # a served model's generation config is not visible here: a local one of its family stands in
@@ -113,7 +107,8 @@ class AsymSpecEngine:
         or "bundled-gemma" (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py),
         verifier, drafter or both (then no weights load here). The defaults are the default pair of every entry
         point: bundled-agent verifying for bundled-agent-small. `drafter="auto"`: the verifier's matched drafter
-        (bundled-agent-small for bundled-agent, bundled-small for bundled, else the verifier's own weights);
+        (bundled-agent-small for bundled-agent, bundled-small for bundled, a family's small sibling for known hub
+        ids such as Qwen/Qwen3-32B; any other verifier raises ConfigError: name its drafter);
         `drafter=None` allows only `full`/`compressed`. A pair name: `verifier="bundled-hetero"` is Gemma-3-270M
         verified, SmolLM2-135M drafting, across a vocabulary bridge.
 
@@ -132,7 +127,7 @@ class AsymSpecEngine:
         if drafter is not None:
             drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device, adapter=drafter_adapter)
         return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer, kv_cache=kv_cache,
-                   kv_budget=kv_budget, settings=DRAFTER_SETTINGS.get(str(drafter)))
+                   kv_budget=kv_budget)
 
     @classmethod
     def _with_servers(cls, verifier, drafter, *, dtype, device, kv_cache, drafter_adapter, kv_budget,
@@ -152,8 +147,7 @@ class AsymSpecEngine:
                 tokenizer_ = models[role].tokenizer  # the first server's folder, when none was given
             else:
                 models[role] = local_model if name is not None else None
-        return cls(models["verifier"], models["drafter"], tokenizer_, kv_cache=kv_cache, kv_budget=kv_budget,
-                   settings=None if is_url(drafter) else DRAFTER_SETTINGS.get(str(drafter)))
+        return cls(models["verifier"], models["drafter"], tokenizer_, kv_cache=kv_cache, kv_budget=kv_budget)
 
     @classmethod
     def shared(cls, verifier: str = DEFAULT_VERIFIER, drafter: str | None = AUTO, *,
@@ -190,14 +184,11 @@ class AsymSpecEngine:
                cache_scope: str | None = None, **overrides) -> Iterator[StreamChunk]:
         """Yield committed text as blocks are accepted; stop strings are never emitted, not even in part."""
         config = replace(config or GenerationConfig(), **overrides) if overrides else (config or GenerationConfig())
-        config = self.with_settings(config)
+        if config.copy_weight is None and is_remote(self.drafter):  # it sends its top rows only: no copy head
+            config = replace(config, copy_weight=0.0)
+        config = config.resolved()
         prompts = self._prompts(full_ids, comp_ids, config)
         return self._stream(prompts, config, constraint, cache_scope)
-
-    def with_settings(self, config: GenerationConfig) -> GenerationConfig:
-        """`config` with this pair's settings (`self.settings`) where it leaves them unset: what a call decodes with."""
-        unset = {name: value for name, value in self.settings.items() if getattr(config, name) is None}
-        return replace(config, **unset) if unset else config
 
     def prefill(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None, *,
                 cache_scope: str | None = None) -> None:
@@ -261,6 +252,9 @@ class AsymSpecEngine:
         draft_view, verify_view, contrast = MODES[config.mode]
         if draft_view and self.drafter is None:
             raise ConfigError(f"Mode {config.mode!r} needs a drafter; build the engine with one, or use mode 'full'/'compressed'.")
+        if draft_view and config.copy_weight and is_remote(self.drafter):
+            raise ConfigError("copy_weight mixes the drafter's whole rows, which a drafter on a server does not send; "
+                              "load the drafter here or leave copy_weight unset (a served drafter then has none).")
         if contrast and self.bridge is not None and config.delta_source == "scd":
             raise ConfigError("delta_source='scd' (t − b) subtracts the drafter's log-probabilities from the verifier's, "
                               "which needs one vocabulary; this pair is bridged: use 'contrast' or 'full_only'.")
@@ -276,6 +270,9 @@ class AsymSpecEngine:
         for stream in (verify, draft, contrast_stream):
             if stream is not None:
                 stream.start_call()  # stats count this call only; the cache carries over
+        if config.copy_weight:  # the copy head reads each view's own prompt (copying.py)
+            draft, contrast_stream = (None if s is None else CopyingStream(s, drafter_prompts[s.view], config.copy_weight)
+                                      for s in (draft, contrast_stream))
         longest = len(prompts[verify_view])
         for stream in (draft, contrast_stream):
             if stream is not None:

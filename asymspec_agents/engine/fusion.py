@@ -23,11 +23,6 @@ def fuse(target: torch.Tensor, delta_: torch.Tensor, beta: float) -> torch.Tenso
     return target + beta * delta_
 
 
-def delta(full: torch.Tensor, comp: torch.Tensor) -> torch.Tensor:
-    """What compression threw away, as the drafter sees it: log_softmax(a) − log_softmax(b)."""
-    return torch.log_softmax(full, dim=-1) - torch.log_softmax(comp, dim=-1)
-
-
 def delta_from(source: str, full: torch.Tensor, comp: torch.Tensor, target: torch.Tensor | None = None,
                read=None) -> torch.Tensor:
     """δ by source, as the authors ablate it: "contrast" a − b, "full_only" a, "scd" t − b (log-probabilities).

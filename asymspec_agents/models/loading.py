@@ -45,12 +45,21 @@ PAIRS = {"bundled-hetero": (BUNDLED_GEMMA, BUNDLED)}
 # available by name ("bundled", with bundled-small).
 DEFAULT_VERIFIER = "bundled-agent"
 AUTO = "auto"
-# "auto": the verifier's matched drafter; a verifier not named here drafts with its own weights (the identical pair)
+# "auto": the verifier's matched drafter. The bundled verifiers get the drafters distilled from them; hub models the
+# small sibling their family pairs them with, sharing the vocabulary (the AsymSpec paper's: Qwen3-32B <- Qwen3-4B).
+# Any other verifier must name its drafter: drafting with the verifier itself costs more than the Ceiling.
 MATCHED_DRAFTERS = {"bundled-agent": "bundled-agent-small", BUNDLED: "bundled-small"}
-# Settings a drafter needs, used where a call leaves them unset: with the paper's unfused bonus token the
-# distilled drafters break codes they read (README, the demo), so their bonus is fused.
-DRAFTER_SETTINGS = {"bundled-agent-small": {"fuse_bonus": True}, "bundled-agent-small-long": {"fuse_bonus": True},
-                    "bundled-small": {"fuse_bonus": True}}
+KNOWN_PAIRS = {verifier.lower(): drafter for verifier, drafter in {
+    "Qwen/Qwen3-32B": "Qwen/Qwen3-4B", "Qwen/Qwen3-14B": "Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B": "Qwen/Qwen3-1.7B",
+    "Qwen/Qwen3-4B": "Qwen/Qwen3-0.6B",
+    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Llama-3.2-1B-Instruct",
+    "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Llama-3.2-1B-Instruct",
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.2-1B-Instruct",
+    "google/gemma-3-27b-it": "google/gemma-3-1b-it", "google/gemma-3-12b-it": "google/gemma-3-1b-it",
+    "google/gemma-3-4b-it": "google/gemma-3-1b-it",
+    "HuggingFaceTB/SmolLM2-1.7B-Instruct": "HuggingFaceTB/SmolLM2-360M-Instruct",
+    "HuggingFaceTB/SmolLM2-360M-Instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+}.items()}
 CACHE_ENV = "ASYMSPEC_CACHE_DIR"
 
 _loaded: dict[tuple, tuple] = {}
@@ -122,8 +131,8 @@ def merge_adapter(model, adapter: str | os.PathLike, *, copy: bool = True):
 
 def resolve_pair(verifier: str | os.PathLike = DEFAULT_VERIFIER, drafter: str | os.PathLike | None = AUTO) -> tuple:
     """The (verifier, drafter) names to load: a pair name (`"bundled-hetero"`) expands into both; `drafter="auto"`
-    is the verifier's matched drafter (MATCHED_DRAFTERS, else the verifier's own weights);
-    `drafter=None` is no drafter. Other names pass through."""
+    is the verifier's matched drafter (MATCHED_DRAFTERS, KNOWN_PAIRS; any other verifier raises ConfigError saying
+    to name one); `drafter=None` is no drafter. Other names pass through."""
     if str(verifier) in PAIRS:
         pair = PAIRS[str(verifier)]
         if drafter not in (None, AUTO) and str(drafter) != pair[1]:
@@ -131,8 +140,21 @@ def resolve_pair(verifier: str | os.PathLike = DEFAULT_VERIFIER, drafter: str | 
                               "drafter.")
         return pair
     if drafter is not None and str(drafter) == AUTO:
-        return verifier, MATCHED_DRAFTERS.get(str(verifier), verifier)
+        return verifier, matched_drafter(verifier)
     return verifier, drafter
+
+
+def matched_drafter(verifier: str | os.PathLike) -> str:
+    """The drafter `drafter="auto"` loads for `verifier`."""
+    text = str(verifier)
+    found = MATCHED_DRAFTERS.get(text) or KNOWN_PAIRS.get(text.lower())
+    if found is None:
+        raise ConfigError(
+            f"drafter='auto' knows no drafter for the verifier {text!r} (it knows {', '.join(MATCHED_DRAFTERS)} and "
+            f"hub ids such as {next(iter(KNOWN_PAIRS))}): name a smaller model sharing its vocabulary (drafter=..., "
+            "--drafter), drafter=None for the verifier alone, or the verifier itself (the identical pair, which "
+            "costs more than the verifier alone on the full context).")
+    return found
 
 
 def context_window(source: str | os.PathLike) -> int | None:

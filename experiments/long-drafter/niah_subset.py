@@ -1,13 +1,15 @@
 """A reduced NIAH grid to compare drafters quickly: lengths 1k-7k, three depths, all four needles, head/tail 4x;
 systems Floor, Ceiling, AsymSpec (ratio rule, β=1, bonus fused: the default pair's rule) and the drafter alone.
 
-    python experiments/long-drafter/niah_subset.py DRAFTER OUT [--lengths ...] [--no-floor-ceiling]
+    python experiments/long-drafter/niah_subset.py DRAFTER OUT [--lengths ...] [--systems asymspec alone]
+        [--drafter-budget TOKENS] [--copy-weight λ] [--settings head_tail:8]
 
 Writes OUT/results.json (records as `asymspec bench niah` writes them) and prints a per-length table."""
 
 import argparse
 import json
 import time
+from dataclasses import replace
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,17 +31,26 @@ def main():
     parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 3000, 5000, 7000])
     parser.add_argument("--depths", type=int, nargs="+", default=[17, 50, 83])
     parser.add_argument("--settings", nargs="+", default=["head_tail:4"])
-    parser.add_argument("--no-floor-ceiling", action="store_true")
+    parser.add_argument("--systems", nargs="+", default=["floor", "ceiling", "asymspec", "alone"],
+                        choices=["floor", "ceiling", "asymspec", "alone"])
+    parser.add_argument("--drafter-budget", type=int, help="the drafter's retrieval view (default: whole documents)")
+    parser.add_argument("--copy-weight", type=float, help="the drafter's copy head (default: the rule's)")
     args = parser.parse_args()
-    systems = ([] if args.no_floor_ceiling else [FLOOR, CEILING]) + [ASYMSPEC, STUDENT_ALONE]
+    copy = () if args.copy_weight is None else (("copy_weight", args.copy_weight),)
+    asymspec = replace(ASYMSPEC, settings=(*ASYMSPEC.settings, *copy))
+    named = {"floor": FLOOR, "ceiling": CEILING, "asymspec": asymspec, "alone": STUDENT_ALONE}
+    systems = [named[name] for name in args.systems]
     grid = niah.Grid(lengths=tuple(args.lengths), depths=tuple(args.depths), systems=systems,
-                     settings=tuple((c, int(r)) for c, _, r in (s.partition(":") for s in args.settings)))
+                     settings=tuple((c, int(r)) for c, _, r in (s.partition(":") for s in args.settings)),
+                     drafter_budget=args.drafter_budget)
     engine = AsymSpecEngine.shared(args.verifier, args.drafter)
     started = time.time()
     records = niah.run_grid(engine, grid)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps({"drafter": args.drafter, "verifier": args.verifier,
+                                                  "drafter_budget": args.drafter_budget,
+                                                  "copy_weight": args.copy_weight,
                                                   "hours": (time.time() - started) / 3600, "records": records}))
     table(records)
 

@@ -28,6 +28,22 @@ def test_a_gguf_file_is_converted_once_into_the_cache_folder(tmp_path, monkeypat
         assert torch.allclose(converted(ids).logits, model(ids).logits, atol=1e-5)
 
 
+def test_the_default_pair_loaded_from_its_folders_gives_the_tokens_it_gives_by_name():
+    """No default depends on a model's name: the same weights from folders decode the same reply."""
+    from asymspec_agents import AsymSpecEngine
+    from asymspec_agents.context import CompressionPolicy, DualContext, Passage, UserMessage
+
+    by_name = AsymSpecEngine.from_pretrained()
+    by_folder = AsymSpecEngine.from_pretrained(resolve_source("bundled-agent")[0], resolve_source("bundled-agent-small")[0])
+    filler = " ".join(f"Section {i} of the facility notes lists routine upkeep of the building." for i in range(40))
+    message = UserMessage("What is the access code of the server room?",
+                          passages=[Passage(filler + " The access code of the server room is 5969. " + filler)])
+    views = DualContext(by_name.tokenizer, CompressionPolicy(budgets={"passage": 96})).render([message])
+    here = by_name.generate(views.full_ids, views.comp_ids, max_new_tokens=16)
+    assert by_folder.generate(views.full_ids, views.comp_ids, max_new_tokens=16).token_ids == here.token_ids
+    assert here.stats.drafted > 0
+
+
 def cli(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "asymspec_agents.cli", *args], capture_output=True, text=True,
                           timeout=timeout)
@@ -55,6 +71,18 @@ def test_generate_with_a_passage_shows_the_default_pair_at_work(tmp_path):
     assert stats["prompt_tokens_full"] > 2 * stats["prompt_tokens_comp"]
     assert 0 < stats["acceptance_rate"] < 1 and stats["delta_abs_mean"] > 0
     assert stats["acceptance"] == "ratio"
+
+
+def test_generate_with_a_retrieval_view_gives_the_drafter_the_selection_only(tmp_path):
+    filler = " ".join(f"Section {i} of the facility notes lists routine upkeep of the building." for i in range(60))
+    (tmp_path / "notes.txt").write_text(filler + " The access code of the server room is 5969. " + filler)
+    run = cli("generate", "--passage", str(tmp_path / "notes.txt"), "--prompt", "What is the access code of the "
+              "server room?", "--max-new-tokens", "16", "--json", "--drafter-budget", "64")
+    assert run.returncode == 0, run.stderr
+    stats = json.loads(run.stdout.strip().splitlines()[-1])["stats"]
+    assert stats["prompt_tokens_full"] < stats["prompt_tokens_comp"] < 2000  # 64 selected vs 128 head/tail tokens
+    refused = cli("generate", "--prompt", "x", "--drafter-budget", "64")
+    assert refused.returncode == 2 and "give --passage FILE too" in refused.stderr
 
 
 def test_generate_command_prints_a_stats_table():

@@ -9,6 +9,7 @@ import pytest
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.engine.remote import RemoteModel, RemoteModelError
+from asymspec_agents.errors import ConfigError
 from asymspec_agents.server.vllm import VENV, VllmProcess
 from asymspec_agents.testing import generate_at_once
 
@@ -89,7 +90,7 @@ def test_asymspec_with_both_models_remote_equals_the_local_pair(servers, local, 
     for full, comp in (views(local["bundled"]), needle_views(local["bundled"])):
         for fuse_bonus in (False, True):
             config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24,
-                                      fuse_bonus=fuse_bonus)
+                                      fuse_bonus=fuse_bonus, copy_weight=0.0)  # a served drafter has no copy head
             here, there = local["bundled"].generate(full, comp, config), remote.generate(full, comp, config)
             assert there.token_ids == here.token_ids
             assert (there.stats.drafted, there.stats.accepted) == (here.stats.drafted, here.stats.accepted)
@@ -107,7 +108,7 @@ def test_a_served_small_drafter_differs_only_where_its_top_n_rows_cannot_tell(se
     remote = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
     engine = local["bundled-small"]
     for full, comp in (views(engine), needle_views(engine)):
-        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24)
+        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=24, copy_weight=0.0)
         here, there = engine.generate(full, comp, config).token_ids, remote.generate(full, comp, config).token_ids
         first = next((i for i, (a, b) in enumerate(zip(here, there)) if a != b), None)
         if first is None:
@@ -125,7 +126,7 @@ def test_a_served_drafter_with_whole_rows_gives_the_local_tokens(servers, local)
     remote.drafter.top_logprobs = -1
     full, comp = views(local["bundled-small"])
     for acceptance in RULES:
-        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=12)
+        config = GenerationConfig(mode="asymmetric", acceptance=acceptance, max_new_tokens=12, copy_weight=0.0)
         here = local["bundled-small"].generate(full, comp, config).token_ids
         assert remote.generate(full, comp, config).token_ids == here
 
@@ -138,8 +139,10 @@ def test_a_pair_on_servers_loads_no_weights_here(servers):
     alone = AsymSpecEngine.from_pretrained(verifier.base_url, drafter=None)
     with pytest.raises(Exception, match="needs a drafter"):
         alone.generate([1, 2, 3], mode="asymmetric")
-    # drafter "auto" (the default) on a served verifier is the verifier's own server: the identical pair
-    same = AsymSpecEngine.from_pretrained(verifier.base_url)
+    # drafter "auto" (the default) knows no drafter for a served verifier: it says to name one
+    with pytest.raises(ConfigError, match="drafter='auto' knows no drafter"):
+        AsymSpecEngine.from_pretrained(verifier.base_url)
+    same = AsymSpecEngine.from_pretrained(verifier.base_url, verifier.base_url)  # the identical pair, named
     assert isinstance(same.drafter, RemoteModel) and same.drafter.base_url == verifier.base_url.rstrip("/")
 
 
@@ -210,7 +213,7 @@ def test_a_restarted_server_gives_the_same_tokens_and_a_replaced_one_is_refused(
     engine = AsymSpecEngine.from_pretrained(verifier.base_url, drafter.base_url)
     engine.drafter.retries, engine.drafter.backoff = 1, 0.2
     full, comp = needle_views(local["bundled-small"])
-    config = GenerationConfig(mode="asymmetric", max_new_tokens=12)
+    config = GenerationConfig(mode="asymmetric", max_new_tokens=12, copy_weight=0.0)  # as the served drafter
     first = engine.generate(full, comp, config)
     nxt = full + first.token_ids + full[-6:], comp + first.token_ids + comp[-6:]  # a second turn
     expected = local["bundled-small"].generate(*nxt, config).token_ids

@@ -106,14 +106,15 @@ def test_runs_over_other_items_merge_into_one_result(tmp_path):
         niah.merge([_part(tmp_path / "g", [1000]), _part(tmp_path / "h", [2000], settings=(("bm25", 4),))])
 
 
-def test_another_delta_source_reaches_only_the_asymspec_systems():
+def test_another_delta_source_or_a_copy_head_reaches_only_the_asymspec_systems():
     found = niah.Grid().systems
-    assert niah.with_delta_source(found, "contrast") is found
-    changed = niah.with_delta_source(found, "full_only")
+    assert niah.asymmetric_with(found, delta_source="contrast", copy_weight=None) == found
+    changed = niah.asymmetric_with(found, delta_source="full_only", copy_weight=0.9)
     assert [s.name for s in changed] == [s.name for s in found]
     for before, after in zip(found, changed):
         asymmetric = before.overrides.get("mode") == "asymmetric"
         assert after.overrides.get("delta_source") == ("full_only" if asymmetric else None)
+        assert after.overrides.get("copy_weight") == (0.9 if asymmetric else None)
     assert sum(s.overrides.get("mode") == "asymmetric" for s in found) == 2
 
 

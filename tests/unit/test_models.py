@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from asymspec_agents import AsymSpecEngine, ModelLoadError
+from asymspec_agents import AsymSpecEngine, ConfigError, ModelLoadError
 from asymspec_agents import testing
 from asymspec_agents.models import loading
 from asymspec_agents.models import load_model, resolve_source
@@ -42,6 +42,17 @@ def test_engine_from_pretrained_with_folders(saved_folder):
     folder, _ = saved_folder
     engine = AsymSpecEngine.from_pretrained(verifier=str(folder), drafter=str(folder))
     assert engine.generate([5, 6, 7], max_new_tokens=5, mode="symmetric").stats.acceptance_rate == 1.0
+
+
+def test_auto_pairs_known_verifiers_and_refuses_the_rest_saying_what_to_do(saved_folder):
+    assert loading.resolve_pair("bundled-agent") == ("bundled-agent", "bundled-agent-small")
+    assert loading.resolve_pair("qwen/qwen3-32b")[1] == "Qwen/Qwen3-4B"  # the paper's pair; hub ids by any case
+    assert loading.resolve_pair("meta-llama/Llama-3.3-70B-Instruct")[1] == "meta-llama/Llama-3.2-1B-Instruct"
+    folder, _ = saved_folder
+    with pytest.raises(ConfigError, match="knows no drafter for the verifier .*drafter=None.*identical pair"):
+        AsymSpecEngine.from_pretrained(verifier=str(folder))  # fails before any weights load
+    assert loading.resolve_pair(str(folder), None) == (str(folder), None)
+    assert loading.resolve_pair(str(folder), str(folder)) == (str(folder), str(folder))  # named: the identical pair
 
 
 def test_a_missing_gguf_file_is_reported(tmp_path):

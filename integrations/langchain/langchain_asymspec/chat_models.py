@@ -119,11 +119,6 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         return {"max_input_tokens": window, "text_inputs": True, "image_inputs": False, "text_outputs": True,
                 "tool_calling": True, "tool_choice": True, "tool_call_streaming": True, "structured_output": True}
 
-    @classmethod
-    def bundled(cls, **kwargs: Any) -> "ChatAsymSpec":
-        """The default pair, as `ChatAsymSpec(**kwargs)` gives it (kept for code written before it was the default)."""
-        return cls(**kwargs)
-
     # -----------------------------------------------------------------------------------------------------------
     # LangChain metadata
 

@@ -54,8 +54,9 @@ def test_beta_zero_gate_off_equals_compressed_greedy(same_engine, views):
 
 @pytest.mark.parametrize("rule", [dict(acceptance="fused"), dict(acceptance="ratio", fuse_bonus=True)])
 def test_identical_drafter_beta_one_equals_full_greedy_with_full_acceptance(same_engine, views, rule):
+    """The drafter is the verifier's own weights and nothing else: its copy head off (with it, it is another model)."""
     ceiling = run(same_engine, views, mode="full")
-    fused = run(same_engine, views, mode="asymmetric", beta=1.0, cda=True, **rule)
+    fused = run(same_engine, views, mode="asymmetric", beta=1.0, cda=True, copy_weight=0.0, **rule)
     assert fused.token_ids == ceiling.token_ids
     assert fused.stats.acceptance_rate == 1.0
     # and the views really differ: the floor says something else
@@ -121,7 +122,8 @@ def test_engine_equals_the_reference_decoder_with_a_cut_down_drafter(cut_engine,
     c = config.resolved()
     expected = reference_decoder.decode(cut_engine.verifier, cut_engine.drafter, *views, acceptance=c.acceptance,
                                         max_new_tokens=16, eos_ids=cut_engine.eos_token_ids, beta=c.beta,
-                                        gamma=c.gamma, k_max=c.k_max, cda=c.cda, fuse_bonus=c.fuse_bonus)
+                                        gamma=c.gamma, k_max=c.k_max, cda=c.cda, fuse_bonus=c.fuse_bonus,
+                                        copy_weight=c.copy_weight)
     assert result.token_ids == expected
     assert result.stats.accepted < result.stats.drafted
 
@@ -130,7 +132,7 @@ def test_the_papers_unfused_bonus_with_an_identical_pair_is_not_the_ceiling(same
     """Every (K+1)-th token is the verifier's own choice on the compressed view, so the published rule does not
     reduce to the Ceiling; it equals the reference decoder."""
     model = same_engine.verifier
-    paper = run(same_engine, views, mode="asymmetric", decisions=None)
+    paper = run(same_engine, views, mode="asymmetric", decisions=None, preset="paper")
     expected = reference_decoder.decode(model, model, *views, acceptance="ratio", max_new_tokens=N,
                                         eos_ids=same_engine.eos_token_ids)
     assert paper.token_ids == expected

@@ -92,4 +92,4 @@ def test_the_long_document_drafter_loads_by_name_and_its_report_names_every_sour
     student, _ = load_model("bundled-agent-small-long")
     assert student.config.num_hidden_layers == 6
     engine = AsymSpecEngine.shared("bundled-agent", "bundled-agent-small-long")
-    assert engine.settings == {"fuse_bonus": True}
+    assert engine.drafter is not None and engine.drafter.config.num_hidden_layers == 6

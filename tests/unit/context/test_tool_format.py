@@ -13,6 +13,11 @@ def test_a_rendered_call_parses_back_to_the_same_name_and_arguments():
     assert parsed.invalid_tool_calls == []
 
 
+def test_raw_control_characters_in_a_string_which_the_tool_grammar_allows_still_parse():
+    parsed = parse_tool_calls('<tool_call>\n{"name": "search", "arguments": {"q": "a\x1eb"}}\n</tool_call>')
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("search", {"q": "a\x1eb"})]
+
+
 def test_several_calls_come_back_in_order():
     text = format_tool_call("a", {}) + "\n" + format_tool_call("b", {"x": [1, 2]})
     assert [c.name for c in parse_tool_calls(text).tool_calls] == ["a", "b"]

@@ -101,11 +101,14 @@ def test_delta_sources():
 
 # -- settings --------------------------------------------------------------------------------------------------
 
-def test_asymmetric_defaults_are_the_papers_and_other_modes_stay_exact():
-    paper = GenerationConfig().resolved()
-    assert (paper.acceptance, paper.beta, paper.gamma, paper.k_max, paper.adaptive_k, paper.cda, paper.divergence,
-            paper.cda_lambda, paper.fuse_bonus, paper.delta_source) == ("ratio", 1.0, 0.5, 2, False, True, "jsd", 1.0,
-                                                                        False, "contrast")
+def test_asymmetric_defaults_are_the_papers_with_the_bonus_fused_and_other_modes_stay_exact():
+    measured = GenerationConfig().resolved()
+    assert (measured.acceptance, measured.beta, measured.gamma, measured.k_max, measured.adaptive_k, measured.cda,
+            measured.divergence, measured.cda_lambda, measured.fuse_bonus, measured.delta_source) == (
+        "ratio", 1.0, 0.5, 2, False, True, "jsd", 1.0, True, "contrast")
+    paper = GenerationConfig(preset="paper").resolved()  # the published rule, one setting away
+    assert (paper.acceptance, paper.gamma, paper.k_max, paper.fuse_bonus) == ("ratio", 0.5, 2, False)
+    assert GenerationConfig(preset="paper", fuse_bonus=True).resolved().fuse_bonus  # what the user sets stays
     ours = GenerationConfig(acceptance="fused").resolved()
     assert (ours.gamma, ours.k_max, ours.adaptive_k, ours.fuse_bonus) == (1.0, 8, True, True)
     symmetric = replace(GenerationConfig(), mode="symmetric").resolved()  # defaults follow a replaced mode
@@ -116,7 +119,7 @@ def test_asymmetric_defaults_are_the_papers_and_other_modes_stay_exact():
 @pytest.mark.parametrize("settings, message", [
     (dict(acceptance="strict"), "Unknown acceptance 'strict'"), (dict(divergence="tv"), "Unknown divergence"),
     (dict(delta_source="ours"), "Unknown delta_source"), (dict(cda_lambda=-1.0), "cda_lambda must be >= 0"),
-    (dict(gamma=0.0), "gamma must lie in")])
+    (dict(gamma=0.0), "gamma must lie in"), (dict(preset="ours"), "Unknown preset .ours.")])
 def test_bad_settings_say_what_to_choose(settings, message):
     with pytest.raises(ConfigError, match=message):
         GenerationConfig(**settings)
@@ -137,7 +140,7 @@ def reference(cut_pair, full, comp, config, max_new):
     return reference_decoder.decode(verifier, drafter, full, comp, acceptance=c.acceptance, max_new_tokens=max_new,
                                     eos_ids={tokenizer.eos_token_id}, beta=c.beta, gamma=c.gamma, k_max=c.k_max,
                                     cda=c.cda, divergence=c.divergence, cda_lambda=c.cda_lambda,
-                                    delta_source=c.delta_source, fuse_bonus=c.fuse_bonus)
+                                    delta_source=c.delta_source, fuse_bonus=c.fuse_bonus, copy_weight=c.copy_weight)
 
 
 CASES = [dict(acceptance=rule, k_max=k, cda=cda) for rule in ("ratio", "fused") for k in (1, 2, 4) for cda in (True, False)]
@@ -152,7 +155,10 @@ CASES += [dict(acceptance="ratio", fuse_bonus=True), dict(acceptance="fused", fu
 def test_engine_equals_the_reference_decoder(cut_pair, views, settings):
     verifier, drafter, tokenizer = cut_pair
     full, comp = views
-    config = GenerationConfig(mode="asymmetric", max_new_tokens=24, adaptive_k=False, decisions=None, **settings)
+    # the rules alone: the copy head has its own reference tests (test_copying.py); here, where the prompt repeats
+    # itself, it would draft every token right and leave no rejection to check
+    config = GenerationConfig(mode="asymmetric", max_new_tokens=24, adaptive_k=False, decisions=None, copy_weight=0.0,
+                              **settings)
     result = AsymSpecEngine(verifier, drafter, tokenizer).generate(full, comp, config)
     assert result.token_ids == reference(cut_pair, full, comp, config, 24)
     s = result.stats
@@ -163,9 +169,10 @@ def test_engine_equals_the_reference_decoder(cut_pair, views, settings):
 def test_identical_pair_ratio_with_fused_bonus_is_the_ceiling_and_the_papers_bonus_is_not(same_engine, views):
     full, comp = views
     ceiling = same_engine.generate(full, comp, mode="full", max_new_tokens=30)
-    fused_bonus = same_engine.generate(full, comp, mode="asymmetric", fuse_bonus=True, max_new_tokens=30, decisions=None)
+    fused_bonus = same_engine.generate(full, comp, mode="asymmetric", fuse_bonus=True, max_new_tokens=30, decisions=None,
+                                       copy_weight=0.0)  # the drafter is the verifier: no copy head
     assert fused_bonus.token_ids == ceiling.token_ids and fused_bonus.stats.acceptance_rate == 1.0
-    paper = same_engine.generate(full, comp, GenerationConfig(max_new_tokens=30, decisions=None))
+    paper = same_engine.generate(full, comp, GenerationConfig(max_new_tokens=30, decisions=None, preset="paper"))
     model = same_engine.verifier
     expected = reference_decoder.decode(model, model, full, comp, acceptance="ratio", max_new_tokens=30,
                                         eos_ids=same_engine.eos_token_ids)
@@ -177,7 +184,7 @@ def test_identical_pair_ratio_with_fused_bonus_is_the_ceiling_and_the_papers_bon
 def test_stats_say_where_emitted_tokens_came_from(cut_pair, views):
     verifier, drafter, tokenizer = cut_pair
     engine = AsymSpecEngine(verifier, drafter, tokenizer)
-    result = engine.generate(*views, GenerationConfig(max_new_tokens=40, beta=2.0, decisions=None))
+    result = engine.generate(*views, GenerationConfig(max_new_tokens=40, beta=2.0, decisions=None, preset="paper"))
     s = result.stats
     assert s.acceptance == "ratio" and set(s.block_emissions) <= {"fused", "verifier", "none"}
     assert s.block_emissions.count("fused") == s.token_sources.count("correction")
@@ -205,7 +212,8 @@ def test_sampled_ratio_with_an_identical_pair_and_fused_bonus_draws_from_the_ful
     full, comp = views
     engine = AsymSpecEngine(same_pair.verifier, same_pair.drafter, same_pair.tokenizer)
     probs = two_token_distribution(same_pair.verifier, full, 2)
-    config = dict(mode="asymmetric", temperature=1.0, top_k=2, max_new_tokens=2, fuse_bonus=True, decisions=None)
+    config = dict(mode="asymmetric", temperature=1.0, top_k=2, max_new_tokens=2, fuse_bonus=True, decisions=None,
+                  copy_weight=0.0)
     samples = [tuple(engine.generate(full, comp, GenerationConfig(seed=seed, **config)).token_ids) for seed in range(2000)]
     assert total_variation(samples, probs) < 0.04
     compressed = two_token_distribution(same_pair.verifier, comp, 2)

@@ -23,8 +23,8 @@ def test_delta_is_difference_of_log_softmax_and_ignores_constant_shifts():
     a = torch.tensor([[2.0, 0.0, -1.0]])
     b = torch.tensor([[0.0, 0.0, 0.0]])
     expected = torch.log_softmax(a, -1) - math.log(1 / 3)
-    assert torch.allclose(fusion.delta(a, b), expected)
-    assert torch.allclose(fusion.delta(a + 5.0, b - 3.0), expected)
+    assert torch.allclose(fusion.delta_from("contrast", a, b), expected)
+    assert torch.allclose(fusion.delta_from("contrast", a + 5.0, b - 3.0), expected)
 
 
 def test_fuse_adds_beta_times_delta_and_beta_zero_returns_target_untouched():

@@ -22,8 +22,9 @@ def test_beta_zero_gate_off_equals_compressed_greedy(engine, views, k_max):
 
 @pytest.mark.parametrize("rule", [dict(acceptance="fused"), dict(acceptance="ratio", fuse_bonus=True)])
 def test_identical_drafter_beta_one_equals_full_greedy_with_full_acceptance(same_engine, views, rule):
+    """The drafter is the verifier's own weights and nothing else: its copy head off (with it, it is another model)."""
     ceiling = run(same_engine, views, mode="full")
-    fused = run(same_engine, views, mode="asymmetric", beta=1.0, cda=True, k_max=8, **rule)
+    fused = run(same_engine, views, mode="asymmetric", beta=1.0, cda=True, k_max=8, copy_weight=0.0, **rule)
     assert fused.token_ids == ceiling.token_ids
     assert fused.stats.acceptance_rate == 1.0
     assert fused.stats.drafted >= N // 2

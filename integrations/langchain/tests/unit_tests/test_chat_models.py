@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from pydantic import BaseModel
 
 from asymspec_agents import AsymSpecEngine
-from asymspec_agents.errors import InvalidInputError
+from asymspec_agents.errors import ConfigError, InvalidInputError
 from asymspec_agents.models import resolve_pair
 from asymspec_agents.testing import tiny_random_pair
 from langchain_asymspec import ChatAsymSpec
@@ -62,10 +62,11 @@ def test_construction_loads_nothing_and_validates_settings():
     default = ChatAsymSpec()  # the default pair: the tuned verifier, its matched drafter (names only: no load)
     assert resolve_pair(default.verifier, default.drafter) == ("bundled-agent", "bundled-agent-small")
     assert default._core is None and default.resolved_model_name == "bundled-agent+bundled-agent-small"
-    assert ChatAsymSpec.bundled(fuse_bonus=False).fuse_bonus is False
+    assert ChatAsymSpec(fuse_bonus=False, preset="paper").preset == "paper"
     assert resolve_pair("bundled-agent", "auto") == ("bundled-agent", "bundled-agent-small")
     assert resolve_pair("bundled", "auto") == ("bundled", "bundled-small")  # the raw model keeps its own drafter
-    assert resolve_pair("some/hub-model", "auto") == ("some/hub-model", "some/hub-model")  # the identical pair
+    with pytest.raises(ConfigError, match="knows no drafter"):  # "auto" names no drafter for an unknown verifier
+        resolve_pair("some/hub-model", "auto")
 
 
 def test_forced_tool_call_is_the_same_from_invoke_and_stream(llm):
