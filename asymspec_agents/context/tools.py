@@ -60,6 +60,9 @@ def validate_tools(tools) -> list[ToolSpec]:
     specs = [tool if isinstance(tool, ToolSpec) else ToolSpec.from_dict(tool) if isinstance(tool, dict) else _not_a_tool(tool) for tool in tools or ()]
     seen: set[str] = set()
     for spec in specs:
+        if not spec.name:
+            raise InvalidToolSchemaError("A tool has no name; give each tool a \"name\" of 1-64 letters, digits, '_', "
+                                         "'.' or '-' (OpenAI form: {\"type\": \"function\", \"function\": {\"name\": ...}}).")
         if not isinstance(spec.name, str) or not NAME_PATTERN.match(spec.name):
             raise InvalidToolSchemaError(f"Tool name {spec.name!r} is invalid; use 1-64 letters, digits, '_', '.' or '-'.")
         if spec.name in seen:

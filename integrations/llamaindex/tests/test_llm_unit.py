@@ -132,6 +132,8 @@ def test_a_tool_whose_schema_does_not_validate_is_rejected_with_its_name(llm):
         llm.chat_with_tools([bad], user_msg="hi")
     with pytest.raises(InvalidInputError, match="pass a LlamaIndex tool"):
         llm.chat_with_tools([object()], user_msg="hi")
+    with pytest.raises(InvalidToolSchemaError, match="A tool has no name"):  # a dict without one
+        llm.chat_with_tools([{"type": "function", "function": {"description": "no name"}}], user_msg="hi")
 
 
 def test_unknown_options_are_an_error_and_max_tokens_is_understood(llm):
