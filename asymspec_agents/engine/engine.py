@@ -184,11 +184,16 @@ class AsymSpecEngine:
                cache_scope: str | None = None, **overrides) -> Iterator[StreamChunk]:
         """Yield committed text as blocks are accepted; stop strings are never emitted, not even in part."""
         config = replace(config or GenerationConfig(), **overrides) if overrides else (config or GenerationConfig())
-        if config.copy_weight is None and is_remote(self.drafter):  # it sends its top rows only: no copy head
-            config = replace(config, copy_weight=0.0)
-        config = config.resolved()
+        config = self.decoding(config)
         prompts = self._prompts(full_ids, comp_ids, config)
         return self._stream(prompts, config, constraint, cache_scope)
+
+    def decoding(self, config: GenerationConfig) -> GenerationConfig:
+        """What a call with `config` decodes with: its defaults filled in, and no copy head where the drafter is on
+        a server (which sends its top rows only) unless the call asks for one."""
+        if config.copy_weight is None and is_remote(self.drafter):
+            config = replace(config, copy_weight=0.0)
+        return config.resolved()
 
     def prefill(self, full_ids: Sequence[int] | None = None, comp_ids: Sequence[int] | None = None, *,
                 cache_scope: str | None = None) -> None:

@@ -416,9 +416,9 @@ def _describe(args: argparse.Namespace, chat: AsymSpecChat, config: GenerationCo
     from ..models import resolve_pair
 
     verifier, drafter = resolve_pair(args.verifier, arguments.drafter(args))
-    resolved = config.resolved()
-    rule = (f", rule {resolved.acceptance}, bonus {'fused' if resolved.fuse_bonus else 'unfused'}"
-            if resolved.mode == "asymmetric" else "")
+    resolved = chat.engine.decoding(config)
+    rule = (f", rule {resolved.acceptance}, bonus {'fused' if resolved.fuse_bonus else 'unfused'}, "
+            f"copy head {resolved.copy_weight:g}" if resolved.mode == "asymmetric" else "")
     return f"verifier {verifier}, drafter {drafter or 'none'}, mode {resolved.mode}{rule}"
 
 
