@@ -61,8 +61,8 @@ class GenerationConfig:
     mode: str = _setting("asymmetric", "full, compressed, symmetric, symmetric_full or asymmetric (AsymSpec)")
     max_new_tokens: int = _setting(256, "most tokens one reply may have")
     acceptance: str | None = _setting(None, "acceptance rule: ratio (the published one) or fused (ours)")
-    preset: str = _setting("measured", "AsymSpec's defaults: measured (the ratio rule, bonus fused) or paper "
-                           "(as published, bonus unfused)")
+    preset: str = _setting("measured", "AsymSpec's defaults: measured (the ratio rule, bonus fused, copy head) or "
+                           "paper (as published: bonus unfused, no copy head)")
     beta: float | None = _setting(None, "weight of δ added to the verifier's log-probabilities where it fuses")
     gamma: float | None = _setting(None, "acceptance threshold in (0, 1]")
     cda: bool | None = _setting(None, "relax acceptance where the drafter's two views diverge (the CDA gate)")
@@ -77,7 +77,7 @@ class GenerationConfig:
     adaptive_k: bool | None = _setting(None, "grow or shrink the draft block from recent acceptance")
     draft_confidence: float = _setting(0.0, "stop drafting after a token the drafter gives less than this")
     copy_weight: float | None = _setting(None, "λ of the drafter's copy head: its rows mixed with what its view's "
-                                         "prompt continues where the text repeats it (prompt lookup); 0: off")
+                                         "prompt continues where the reply repeats it (prompt lookup); 0: off")
     seed: int | None = _setting(0, "sampling seed (None: a fresh one per call)")
     stop: list[str] = _setting(None, "stop strings, never part of the output", factory=list)
     decisions: DecisionPolicy | None = _setting(
