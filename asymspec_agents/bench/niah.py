@@ -66,6 +66,14 @@ QUICK = {"lengths": (1000, 4000, 7000), "depths": (0, 50, 100), "needles": ("san
          "settings": (("head_tail", 4), ("bm25", 4))}
 
 
+SYSTEM_KEYS = ("floor", "ceiling", "symmetric", "ratio", "fused", "alone")  # --systems
+
+
+def system_key(system: System) -> str:
+    """A system's --systems name: its name's first word ("ratio β=1" -> "ratio"), "alone" for the drafter alone."""
+    return "alone" if system.alone else system.name.split()[0]
+
+
 @dataclass
 class NeedleItem(Item):
     facts: tuple[str, ...] = ()
@@ -103,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--needles", nargs="+", choices=[n.name for n in NEEDLES], help="default: all four")
     parser.add_argument("--settings", nargs="+", metavar="COMPRESSOR:RATIO",
                         help="e.g. head_tail:4 bm25:8 (default: head_tail and bm25 at 4x and 8x)")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEM_KEYS, help="default: all (floor, ceiling, "
+                        "symmetric, ratio and fused: AsymSpec under each rule, alone: the drafter alone)")
     parser.add_argument("--delta-source", choices=DELTA_SOURCES, default="contrast",
                         help="AsymSpec's δ: contrast (the drafter's full minus compressed view; the default), "
                              "full_only (its full view alone) or scd (its full view minus the verifier's)")
@@ -122,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("lengths", "depths", "needles"):
         if getattr(args, name):
             setattr(grid, name, tuple(getattr(args, name)))
+    if args.systems:
+        grid.systems = [s for s in grid.systems if system_key(s) in args.systems]
     grid.systems = asymmetric_with(grid.systems, delta_source=args.delta_source, copy_weight=args.copy_weight)
     grid.drafter_budget = args.drafter_budget
     if args.settings:

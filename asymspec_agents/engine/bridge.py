@@ -99,11 +99,29 @@ class VocabularyBridge:
         return self.drafter_tokenizer(data.decode("utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
 
 
+class _SameIds:
+    def __getitem__(self, token: int) -> int:
+        return token
+
+
+class SameVocabulary:
+    """The trivial bridge of a drafter that shares the verifier's vocabulary: every id is its own, rows and masks
+    pass as they are, and the drafter's transcript spells the committed tokens themselves."""
+
+    to_verifier = to_drafter = _SameIds()
+
+    def lift(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows
+
+    def drafter_allowed(self, verifier_allowed: torch.Tensor | None) -> torch.Tensor | None:
+        return verifier_allowed
+
+
 class DraftTranscript:
     """The committed tokens in the drafter's vocabulary, spelling the same bytes as the verifier's committed tokens
     (up to a trailing partial UTF-8 character, re-encoded once it completes)."""
 
-    def __init__(self, bridge: VocabularyBridge):
+    def __init__(self, bridge: VocabularyBridge | SameVocabulary):
         self.bridge = bridge
         self.tokens: list[int] = []
         self.resyncs = 0  # verifier tokens outside the intersection that made the drafter re-encode

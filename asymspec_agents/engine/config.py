@@ -12,18 +12,37 @@ the tables below, so that `replace(config, mode=...)` still gets the new mode's 
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import get_type_hints
+from typing import NamedTuple, get_type_hints
 
 from ..errors import ConfigError
 from .decisions import DecisionPolicy
+from .fusion import GREEDY_BELOW
 
-# mode -> (drafter view, verifier view, δ-fusion and gate); docs/design.md §3.
-MODES: dict[str, tuple[str | None, str, bool]] = {
-    "full": (None, "full", False),
-    "compressed": (None, "comp", False),
-    "symmetric": ("comp", "comp", False),
-    "symmetric_full": ("full", "full", False),
-    "asymmetric": ("full", "comp", True),
+
+
+class Mode(NamedTuple):
+    """Which view each stream of a mode reads (docs/design.md §3)."""
+
+    draft: str | None  # the drafter's view; None: the verifier decodes alone
+    verify: str  # the verifier's view
+    contrast: bool  # the drafter also reads the verifier's view: δ-fusion and the gate
+
+    @property
+    def drafter_views(self) -> set[str]:
+        return {view for view in (self.draft, "comp" if self.contrast else None) if view}
+
+    @property
+    def streams(self) -> set[tuple[str, str]]:
+        """(role, view) of every stream the mode reads."""
+        return {("verifier", self.verify)} | {("drafter", view) for view in self.drafter_views}
+
+
+MODES: dict[str, Mode] = {
+    "full": Mode(None, "full", False),
+    "compressed": Mode(None, "comp", False),
+    "symmetric": Mode("comp", "comp", False),
+    "symmetric_full": Mode("full", "full", False),
+    "asymmetric": Mode("full", "comp", True),
 }
 ACCEPTANCE_RULES = ("ratio", "fused")
 # CDA divergences (their names in the authors' sampler: jsd, cma, jsd_pos, cma_vnorm, cma_hbase)
@@ -49,9 +68,12 @@ def _setting(default, help: str, factory=None):
     return field(default=default, metadata={"help": help})
 
 
+SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
+
+
 @dataclass
 class GenerationConfig:
-    """How one call decodes. `temperature=0` is greedy; sampling applies top-k/top-p to draft and target alike.
+    """How one call decodes. `temperature=0` (or below `GREEDY_BELOW`) is greedy; sampling applies top-k/top-p to draft and target alike.
 
     A field left `None` takes its mode's default (`resolved()`; the table is in docs/design.md §4).
     `acceptance="ratio"` accepts a draft d iff p_V(d | comp) > γ_eff·p_S(d | comp) and fuses only the token it
@@ -70,7 +92,7 @@ class GenerationConfig:
     cda_lambda: float = _setting(1.0, "λ of the gate: γ_eff = γ·exp(−λ·divergence) (jsd and kl)")
     delta_source: str = _setting("contrast", "δ: contrast (a − b), full_only (a) or scd (t − b)")
     fuse_bonus: bool | None = _setting(None, "take the bonus token after a fully accepted block from t + β·δ")
-    temperature: float = _setting(0.0, "0 is greedy")
+    temperature: float = _setting(0.0, "0 (or below 1e-5) is greedy")
     top_p: float = _setting(1.0, "nucleus sampling mass (1 keeps all)")
     top_k: int = _setting(0, "sample among the k most likely tokens (0 keeps all)")
     k_max: int | None = _setting(None, "longest draft block")
@@ -102,7 +124,7 @@ class GenerationConfig:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature < GREEDY_BELOW
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -129,6 +151,8 @@ class GenerationConfig:
             raise ConfigError(f"k_max must be an integer >= 1, got {self.k_max!r}.")
         if not 0 <= self.draft_confidence < 1:
             raise ConfigError(f"draft_confidence must lie in [0, 1), got {self.draft_confidence}.")
+        if self.seed is not None and not (isinstance(self.seed, int) and SEEDS[0] <= self.seed <= SEEDS[1]):
+            raise ConfigError(f"seed must be an integer in [{SEEDS[0]}, {SEEDS[1]}] (or None), got {self.seed!r}.")
         if not 0 <= self.copy_weight < 1:
             raise ConfigError(f"copy_weight must lie in [0, 1) (0 turns the copy head off), got {self.copy_weight}.")
 

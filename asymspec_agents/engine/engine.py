@@ -16,12 +16,12 @@ from ..models import (AUTO, DEFAULT_VERIFIER, check_shared_vocabulary, config_wi
                       load_tokenizer, resolve_pair)
 from ..threads import configure_threads
 from .bridge import VocabularyBridge
-from .config import MODES, GenerationConfig
+from .config import MODES, GenerationConfig, Mode
 from .constraints import TokenConstraint
 from .copying import CopyingStream
 from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
-from .pool import DEFAULT_KV_BUDGET, CachePool, StreamSet
+from .pool import DEFAULT_KV_BUDGET, CachePool, StreamKey, StreamSet
 from .remote import RemoteModel, is_remote, is_url
 from .remote_stream import RemoteStream
 from .stats import GenerationStats
@@ -185,8 +185,8 @@ class AsymSpecEngine:
         """Yield committed text as blocks are accepted; stop strings are never emitted, not even in part."""
         config = replace(config or GenerationConfig(), **overrides) if overrides else (config or GenerationConfig())
         config = self.decoding(config)
-        prompts = self._prompts(full_ids, comp_ids, config)
-        return self._stream(prompts, config, constraint, cache_scope)
+        mode = self._check_mode(config)
+        return self._stream(self._prompts(full_ids, comp_ids, mode), mode, config, constraint, cache_scope)
 
     def decoding(self, config: GenerationConfig) -> GenerationConfig:
         """What a call with `config` decodes with: its defaults filled in, and no copy head where the drafter is on
@@ -199,16 +199,13 @@ class AsymSpecEngine:
                 cache_scope: str | None = None) -> None:
         """Read a prompt into every stream ahead of time (all but its last token), so that calls in any mode on
         it (or on a conversation extending it) start from a warm cache."""
-        config = GenerationConfig(decisions=None)
-        prompts = self._prompts(full_ids, comp_ids, config)
-        drafter_prompts = self._drafter_prompts(prompts, {"full", "comp"})
-        used = {("verifier", view) for view in prompts} | ({("drafter", v) for v in prompts} if self.drafter else set())
-        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used, cache_scope) as (streams, _):
+        prompts = self._prompts(full_ids, comp_ids, MODES["asymmetric"])  # every view: any mode may follow
+        with self.pool.acquire(prompts, set(prompts), cache_scope) as (streams, _):
             for view in ("full", "comp"):
                 verifier = streams.stream("verifier", view)
-                verifier.sync(prompts[view])
+                verifier.sync(prompts["verifier", view])
                 if self.drafter is not None:
-                    streams.stream("drafter", view).sync(drafter_prompts[view], donors=[verifier])
+                    streams.stream("drafter", view).sync(prompts["drafter", view], donors=[verifier])
 
     def reset(self) -> None:
         """Forget every cached prefix (a call in progress keeps its caches until it ends)."""
@@ -216,15 +213,11 @@ class AsymSpecEngine:
 
     # -------------------------------------------------------------------------------------------------------
 
-    def _stream(self, prompts: dict[str, list[int]], config: GenerationConfig,
+    def _stream(self, prompts: dict[StreamKey, list[int]], mode: Mode, config: GenerationConfig,
                 constraint: TokenConstraint | None, cache_scope: str | None = None) -> Iterator[StreamChunk]:
-        draft_view, verify_view, contrast = self._check_mode(config)
-        drafter_views = {v for v in (draft_view, "comp" if contrast else None) if v}
-        drafter_prompts = self._drafter_prompts(prompts, drafter_views)
-        used = {("verifier", verify_view)} | {("drafter", view) for view in drafter_views}
-        with self.pool.acquire(self._keyed(prompts, drafter_prompts), used, cache_scope) as (streams, how):
+        with self.pool.acquire(prompts, mode.streams, cache_scope) as (streams, how):
             started = time.perf_counter()
-            loop = self._loop(streams, prompts, drafter_prompts, config, constraint)
+            loop = self._loop(streams, prompts, mode, config, constraint)
             loop.stats.cache = how
             decoder = IncrementalDecoder(self.tokenizer)
             stops = StopMatcher(config.stop)
@@ -253,55 +246,37 @@ class AsymSpecEngine:
             stats.wall_seconds = time.perf_counter() - started
         yield StreamChunk("", [], finish or loop.finish_reason, stats)
 
-    def _check_mode(self, config: GenerationConfig) -> tuple[str | None, str, bool]:
-        draft_view, verify_view, contrast = MODES[config.mode]
-        if draft_view and self.drafter is None:
+    def _check_mode(self, config: GenerationConfig) -> Mode:
+        mode = MODES[config.mode]
+        if mode.draft and self.drafter is None:
             raise ConfigError(f"Mode {config.mode!r} needs a drafter; build the engine with one, or use mode 'full'/'compressed'.")
-        if draft_view and config.copy_weight and is_remote(self.drafter):
+        if mode.draft and config.copy_weight and is_remote(self.drafter):
             raise ConfigError("copy_weight mixes the drafter's whole rows, which a drafter on a server does not send; "
                               "load the drafter here or leave copy_weight unset (a served drafter then has none).")
-        if contrast and self.bridge is not None and config.delta_source == "scd":
+        if mode.contrast and self.bridge is not None and config.delta_source == "scd":
             raise ConfigError("delta_source='scd' (t − b) subtracts the drafter's log-probabilities from the verifier's, "
                               "which needs one vocabulary; this pair is bridged: use 'contrast' or 'full_only'.")
-        return draft_view, verify_view, contrast
+        return mode
 
-    def _loop(self, streams: StreamSet, prompts: dict[str, list[int]], drafter_prompts: dict[str, list[int]],
-              config: GenerationConfig, constraint: TokenConstraint | None) -> DecodingLoop:
-        draft_view, verify_view, contrast = MODES[config.mode]
-        stats = GenerationStats(config.mode, len(prompts["full"]), len(prompts["comp"]))
-        verify = streams.stream("verifier", verify_view)
-        draft = streams.stream("drafter", draft_view) if draft_view else None
-        contrast_stream = streams.stream("drafter", "comp") if contrast else None
-        for stream in (verify, draft, contrast_stream):
+    def _loop(self, streams: StreamSet, prompts: dict[StreamKey, list[int]], mode: Mode, config: GenerationConfig,
+              constraint: TokenConstraint | None) -> DecodingLoop:
+        stats = GenerationStats(config.mode, len(prompts["verifier", "full"]), len(prompts["verifier", "comp"]))
+        verify = streams.stream("verifier", mode.verify)
+        draft = streams.stream("drafter", mode.draft) if mode.draft else None
+        contrast = streams.stream("drafter", "comp") if mode.contrast else None
+        for stream in (verify, draft, contrast):
             if stream is not None:
                 stream.start_call()  # stats count this call only; the cache carries over
         if config.copy_weight:  # the copy head reads each view's own prompt (copying.py)
-            draft, contrast_stream = (None if s is None else CopyingStream(s, drafter_prompts[s.view], config.copy_weight)
-                                      for s in (draft, contrast_stream))
-        longest = len(prompts[verify_view])
-        for stream in (draft, contrast_stream):
-            if stream is not None:
-                longest = max(longest, self._check_window(drafter_prompts[stream.view], stream.view, "drafter's"))
+            draft, contrast = (None if s is None else CopyingStream(s, prompts["drafter", s.view], config.copy_weight)
+                               for s in (draft, contrast))
+        longest = len(prompts["verifier", mode.verify])
+        for view in mode.drafter_views:
+            longest = max(longest, self._check_window(prompts["drafter", view], view, "drafter's"))
         max_new = min(config.max_new_tokens, self.context_window - longest)
-        return DecodingLoop(config=config, prompts=prompts, verify=verify, draft=draft, contrast=contrast_stream,
+        return DecodingLoop(config=config, prompts=prompts, verify=verify, draft=draft, contrast=contrast,
                             tokenizer=self.tokenizer, eos_ids=self.eos_token_ids, max_new_tokens=max_new, stats=stats,
-                            constraint=constraint, bridge=self.bridge if draft_view else None,
-                            drafter_prompts=drafter_prompts)
-
-    def _keyed(self, prompts: dict[str, list[int]], drafter_prompts: dict[str, list[int]]):
-        """Every stream's prompt this call knows, for the pool to match: the verifier's views, the drafter's
-        (across a bridge only the views it re-encoded)."""
-        keyed = {("verifier", view): ids for view, ids in prompts.items()}
-        if self.drafter is not None:
-            keyed.update({("drafter", view): ids for view, ids in drafter_prompts.items()})
-        return keyed
-
-    def _drafter_prompts(self, prompts: dict[str, list[int]], views: set[str]) -> dict[str, list[int]]:
-        """The drafter's views in its own tokens: the same ids, or (across a vocabulary bridge) the text of just
-        the views it reads, re-encoded."""
-        if self.bridge is None:
-            return prompts
-        return {view: self.bridge.drafter_prompt(prompts[view]) for view in views}
+                            constraint=constraint, bridge=self.bridge if mode.draft else None)
 
     def _new_stream(self, role: str, view: str) -> KVStream | RemoteStream:
         model = self.verifier if role == "verifier" else self.drafter
@@ -310,17 +285,22 @@ class AsymSpecEngine:
         vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
         return KVStream(model, role, view, vocab, self.kv_cache, lock=self._compute)
 
-    def _prompts(self, full_ids, comp_ids, config: GenerationConfig) -> dict[str, list[int]]:
+    def _prompts(self, full_ids, comp_ids, mode: Mode) -> dict[StreamKey, list[int]]:
+        """Every stream's prompt a call in `mode` knows, by (role, view), for the pool to match and the loop to
+        read: the verifier's two views and the drafter's, the same ids or (across a vocabulary bridge) the text of
+        just the views `mode` has it read, re-encoded in its own tokens."""
         if full_ids is None and comp_ids is None:
             raise InvalidInputError("Pass full_ids and/or comp_ids: the token ids of the prompt (e.g. from DualContext.render).")
         full = self._checked_ids(full_ids if full_ids is not None else comp_ids, "full_ids")
         comp = self._checked_ids(comp_ids if comp_ids is not None else full_ids, "comp_ids")
-        draft_view, verify_view, contrast = MODES[config.mode]
         views = {"full": full, "comp": comp}
-        used = {verify_view} | ({draft_view} if draft_view else set()) | ({"comp"} if contrast else set())
-        for view in used:
+        for _, view in mode.streams:
             self._check_window(views[view], view)
-        return views
+        prompts = {("verifier", view): ids for view, ids in views.items()}
+        if self.drafter is not None:
+            prompts.update({("drafter", view): self.bridge.drafter_prompt(views[view]) for view in mode.drafter_views}
+                           if self.bridge is not None else {("drafter", view): ids for view, ids in views.items()})
+        return prompts
 
     def _check_window(self, ids: list[int], view: str, whose: str = "") -> int:
         if len(ids) >= self.context_window:

@@ -15,6 +15,9 @@ import math
 
 import torch
 
+# Temperatures below this decode greedily, as in vLLM: logits divided by them overflow to inf, softmax to NaN.
+GREEDY_BELOW = 1e-5
+
 
 def fuse(target: torch.Tensor, delta_: torch.Tensor, beta: float) -> torch.Tensor:
     """t' = t + β·δ. With β = 0 the verifier's logits come back untouched (bit for bit)."""
@@ -84,8 +87,9 @@ def gated_gamma(gamma: float, exponent: torch.Tensor | None) -> torch.Tensor | f
 
 
 def process(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
-    """Temperature, then top-k, then top-p; filtered entries become −inf. Greedy (T=0) leaves logits as they are."""
-    if temperature == 0:
+    """Temperature, then top-k, then top-p; filtered entries become −inf. Greedy (T below `GREEDY_BELOW`) leaves
+    logits as they are."""
+    if temperature < GREEDY_BELOW:
         return logits
     logits = logits / temperature
     if top_k and top_k < logits.shape[-1]:

@@ -18,6 +18,7 @@ from .stats import StreamStats
 from .streams import common_prefix
 
 MAX_LOOKAHEAD = 32  # tokens one generation request may draft ahead of the caller
+MAX_FILL_IN = 128  # tokens per row whose exact values a block may ask a server for (the highest bounds first)
 
 
 class RemoteStream:
@@ -140,3 +141,66 @@ class RemoteStream:
             for (j, _), entries in zip(missing, extra):
                 rows[j].update(entries)
         return rows
+
+
+class WholeRows:
+    """Every row the streams return is exact (local models, or servers sending whole rows): nothing to settle."""
+
+    def settle(self, t_rows, b_rows, a, rows, delta) -> None:
+        pass
+
+    def read(self, name: str, log_p: torch.Tensor) -> torch.Tensor:
+        return log_p
+
+
+class TruncatedRows:
+    """Rows a vLLM server truncated to its top N (remote.py), where the loop reads them.
+
+    `read`: δ reads a token a server's row did not return at the row's bound, the most it can have, not at the
+    spread estimate: ~1e-6 for a token just outside the drafter's top 200 made δ ≈ 6 and flipped a choice; at the
+    bound both rows of a difference err towards δ = 0.
+
+    `settle`: a token the verifier's server did not return has t ≤ t_N, so it can beat the best exactly known
+    t + β·δ only if t_N + β·δ does; fetch the exact t (and b) of every such token, in place, so that greedy choices
+    on t + β·δ are those of whole rows (given δ, exact with a local drafter)."""
+
+    def __init__(self, streams: dict[str, object], beta: float, settles: bool):
+        self.streams = streams  # "target", "full", "comp" -> the verifier's and the drafter's streams (or None)
+        self.beta, self.settles = beta, settles  # settling matters only to greedy choices on t + β·δ
+
+    def read(self, name: str, log_p: torch.Tensor) -> torch.Tensor:
+        stream = self.streams[name]
+        if not isinstance(stream, RemoteStream):
+            return log_p
+        return torch.where(stream.unreturned(log_p), stream.floors(log_p), log_p)
+
+    def settle(self, t_rows: torch.Tensor, b_rows: torch.Tensor | None, a: torch.Tensor | None, rows: list[int],
+               delta) -> None:
+        """Make `t_rows[rows]` (and `b_rows[rows]`) exact wherever an unreturned token could win; `delta(t, a, b)`
+        is the loop's δ at those rows."""
+        verify, contrast = self.streams["target"], self.streams["comp"]
+        if not self.settles or b_rows is None or not isinstance(verify, RemoteStream):
+            return
+        t = t_rows[rows]
+        exact = ~verify.unreturned(t)
+        d = delta(t, a, b_rows[rows])
+        best = (t + self.beta * d).masked_fill(~exact, float("-inf")).amax(-1, keepdim=True)
+        reach = (verify.floors(t) + self.beta * d).masked_fill(exact, float("-inf"))
+        wanted = {}
+        for i, row in enumerate(rows):
+            top = reach[i].topk(min(MAX_FILL_IN, reach.shape[-1]))
+            tokens = top.indices[top.values > best[i]].tolist()
+            if tokens:
+                wanted[row] = tokens
+        if wanted:
+            verify.exact(t_rows, wanted)
+            if isinstance(contrast, RemoteStream):
+                contrast.exact(b_rows, wanted)
+
+
+def row_reader(verify, draft, contrast, *, beta: float, settles: bool) -> WholeRows | TruncatedRows:
+    """How the loop reads this call's rows: as they are, unless a stream is on a server."""
+    streams = {"target": verify, "full": draft, "comp": contrast}
+    if any(isinstance(stream, RemoteStream) for stream in streams.values()):
+        return TruncatedRows(streams, beta, settles)
+    return WholeRows()

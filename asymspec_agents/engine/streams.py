@@ -51,16 +51,6 @@ class Stream(Protocol):
         """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them. `ahead`: how
         many single-token forwards will likely follow (a remote stream computes them in the same request)."""
 
-    def unreturned(self, rows: torch.Tensor) -> torch.Tensor | None:
-        """`[n, vocab]` bool: for a server's truncated rows, the entries it did not return (they hold an estimate);
-        None for exact rows."""
-
-    def floors(self, rows: torch.Tensor) -> torch.Tensor | None:
-        """`[n, 1]`: for a server's truncated rows, the most an unreturned entry can hold; None for exact rows."""
-
-    def exact(self, rows: torch.Tensor, wanted: dict[int, list[int]]) -> None:
-        """Make rows of the last forward exact at the wanted tokens (row index -> token ids), in place."""
-
     def rollback(self, length: int) -> None: ...
 
     def copy_prefix(self, donor: "Stream", length: int) -> None: ...
@@ -137,15 +127,6 @@ class KVStream:
         model's forward, and on CPU it costs twice as much for two rows as for one. `ahead` has no use here."""
         keep = len(tokens) if keep is None else min(keep, len(tokens))
         return self._forward(tokens, keep_logits=keep, prefill=False)
-
-    def unreturned(self, rows: torch.Tensor) -> None:
-        return None  # exact rows
-
-    def floors(self, rows: torch.Tensor) -> None:
-        return None
-
-    def exact(self, rows: torch.Tensor, wanted: dict[int, list[int]]) -> None:
-        """Nothing to do: every entry of a local row is exact."""
 
     def copy_prefix(self, donor: "KVStream", length: int) -> None:
         """Start an empty stream from the donor's first `length` cached tokens (same model; plain float caches

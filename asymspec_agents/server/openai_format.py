@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..chat import ChatReply
 from ..context.tool_format import TOOL_CALL_OPEN, ParsedToolCall
 from ..engine import GenerationConfig
-from ..engine.config import CHOICES, setting_fields
+from ..engine.config import CHOICES, SEEDS, setting_fields
 from ..errors import ConfigError, InvalidInputError, InvalidMessageError
 
 SETTING_NAMES = {f.name for f in fields(GenerationConfig)} - {"decisions", "stop", "max_new_tokens"}
@@ -91,7 +91,7 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=SEEDS[0], le=SEEDS[1])
     n: int = Field(default=1, json_schema_extra={"enum": [1]})
     logprobs: bool | None = None
     stream: bool = False

@@ -132,3 +132,8 @@ def test_merging_a_folder_without_results_says_so(tmp_path):
     (tmp_path / "b").mkdir()
     with pytest.raises(SystemExit, match=r"no results.json in .*b: a run writes it once its first item is done"):
         niah.merge([_part(tmp_path / "a", [1000]), str(tmp_path / "b")])
+
+
+def test_every_system_has_a_systems_name():
+    keys = [niah.system_key(s) for s in niah.Grid().systems]
+    assert keys == list(niah.SYSTEM_KEYS)

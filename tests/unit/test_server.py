@@ -121,6 +121,7 @@ def test_json_schema_response_format_gives_json_of_that_schema(client):
     ({"n": 2}, 400, "one choice"),
     ({"logprobs": True}, 400, "logprobs"),
     ({"temperature": 5}, 400, "temperature"),
+    ({"seed": -2**63 - 1}, 400, "seed"),
     ({"max_tokens": 0}, 400, "max_tokens"),
     ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 400, "Tool name"),
     ({"tools": [WEATHER], "tool_choice": "get_time"}, 400, "names no bound tool"),

@@ -41,6 +41,7 @@ def test_padded_embedding_rows_are_tolerated_and_never_emitted(pair):
     (dict(top_p=0.0), "top_p"),
     (dict(temperature=-1.0), "temperature"),
     (dict(k_max=0), "k_max"),
+    (dict(seed=2**64), "seed"),
 ])
 def test_out_of_range_settings_raise_config_errors(settings, message):
     with pytest.raises(ConfigError, match=message):
@@ -119,3 +120,11 @@ def test_stats_count_tokens_forwards_and_flops_per_stream(engine, views):
     assert data["verifier_flops"] > 0 and data["drafter_flops"] > 0
     assert sum(data["accepted_lengths"].values()) == data["blocks"]
     assert 0 <= data["acceptance_rate"] <= 1 and data["wall_seconds"] > 0
+
+
+@pytest.mark.parametrize("temperature", [5e-324, 1e-300, 1e-6])
+def test_a_temperature_too_small_to_divide_by_decodes_greedily(engine, temperature):
+    """Below 1e-5 (vLLM's line too) logits / T overflow to inf and softmax to NaN: such a temperature is greedy."""
+    greedy = engine.generate([5, 6, 7, 8], [5, 8], max_new_tokens=12, mode="asymmetric", temperature=0.0)
+    tiny = engine.generate([5, 6, 7, 8], [5, 8], max_new_tokens=12, mode="asymmetric", temperature=temperature, seed=1)
+    assert tiny.token_ids == greedy.token_ids

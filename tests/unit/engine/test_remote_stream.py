@@ -120,11 +120,11 @@ def test_floors_and_unreturned_entries_are_read_off_the_rows_and_delta_reads_tho
     torch.testing.assert_close(stream.floors(b), torch.tensor([[math.log(0.05)]]))  # the top N's, not the fill-in's
     assert stream.unreturned(b)[0].tolist() == [True, False, False, False] + [True] * 6
     from asymspec_agents.engine import fusion
+    from asymspec_agents.engine.remote_stream import TruncatedRows
 
-    def read(name, log_p):
-        return torch.where(stream.unreturned(log_p), stream.floors(log_p), log_p)
-
-    delta = fusion.delta_from("contrast", a, b, read=read)
+    full = RemoteStream(ServedHere(pair.verifier, pair.tokenizer, 2), "drafter", "full", 10)
+    rows = TruncatedRows({"target": None, "full": full, "comp": stream}, beta=1.0, settles=True)
+    delta = fusion.delta_from("contrast", a, b, read=rows.read)
     assert delta[0, 1].item() == pytest.approx(math.log(0.5) - math.log(0.001), abs=1e-5)  # both exact
     assert delta[0, 4].item() == pytest.approx(math.log(0.2) - math.log(0.05), abs=1e-5)  # b at its floor
     assert delta[0, 0].item() == pytest.approx(math.log(0.2) - math.log(0.05), abs=1e-5)  # both at their floors
