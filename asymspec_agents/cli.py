@@ -8,6 +8,7 @@ import json
 import sys
 
 from . import arguments
+from .errors import AsymSpecError
 
 # benchmark name -> (module of asymspec_agents.bench, what it measures); the accuracy module serves four names
 BENCHMARKS = {
@@ -26,6 +27,21 @@ BENCHMARKS = {
     "remote": ("remote", "models on vLLM servers vs in process (make vllm-venv)"),
     "bfcl": ("bfcl", "tool calling on BFCL's items and AST checker (bfcl-eval)"),
 }
+
+
+TRAINERS = {"distill-drafter": "asymspec_agents.training.distill.run",
+            "train-agent": "asymspec_agents.training.agent.run",
+            "train-drafter": "asymspec_agents.training.adversarial"}
+
+
+def run_command(command, argv: list[str]) -> int:
+    """A command's `main(argv)`; the project's errors end it with their message and exit status 2, not a
+    traceback (the one place every `asymspec` command's errors are printed)."""
+    try:
+        return command(argv) or 0
+    except AsymSpecError as exc:
+        print(f"asymspec: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,12 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         return server.main(rest) or 0
-    if args.command == "distill-drafter":
-        return importlib.import_module("asymspec_agents.training.distill.run").main(rest) or 0
-    if args.command == "train-agent":
-        return importlib.import_module("asymspec_agents.training.agent.run").main(rest) or 0
-    if args.command == "train-drafter":
-        return importlib.import_module("asymspec_agents.training.adversarial").main(rest) or 0
+    if args.command in TRAINERS:
+        return run_command(importlib.import_module(TRAINERS[args.command]).main, rest)
     if args.command == "bench":
         if args.name is None:  # `asymspec bench` or `asymspec bench -h`: the list of benchmarks
             bench.print_help()
@@ -68,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if {"-h", "--help"} & set(rest) else 2
         module = BENCHMARKS[args.name][0]
         argv_rest = [args.name, *rest] if module == "accuracy" else rest
-        return importlib.import_module(f"asymspec_agents.bench.{module}").main(argv_rest) or 0
+        return run_command(importlib.import_module(f"asymspec_agents.bench.{module}").main, argv_rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return _generate(args)
+    return run_command(lambda _: _generate(args), rest)
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
@@ -96,35 +108,31 @@ def _generate(args: argparse.Namespace) -> int:
     from .chat import with_turn_stops
     from .context.chat_format import chat_format
     from .engine import AsymSpecEngine, GenerationConfig
-    from .errors import AsymSpecError, ConfigError
+    from .errors import ConfigError
 
-    try:
-        if args.passage and (args.raw or args.compressed_prompt):
-            raise ConfigError("--passage renders the chat views itself: leave out --raw and --compressed-prompt.")
-        if args.drafter_budget is not None and not args.passage:
-            raise ConfigError("--drafter-budget selects from passages: give --passage FILE too.")
-        config = GenerationConfig(**arguments.settings(args))
-        engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=arguments.drafter(args),
-                                                tokenizer=args.tokenizer, threads=args.threads)
-        # the model's chat template, or the plain transcript for base models; None: raw text
-        chat = None if args.raw else chat_format(engine.tokenizer)
-        if args.passage:
-            full_ids, comp_ids = _with_passages(engine, args)
-        else:
-            full_ids = _encode(engine.tokenizer, chat, args.prompt, args.system)
-            comp_ids = _encode(engine.tokenizer, chat, args.compressed_prompt, args.system) if args.compressed_prompt else full_ids
-        if chat is not None:
-            config = with_turn_stops(config, chat)
-        text, out = [], None if args.json else WrappedOutput()
-        for chunk in engine.stream(full_ids, comp_ids, config):
-            text.append(chunk.text)
-            if out is not None:
-                out.write(chunk.text)
+    if args.passage and (args.raw or args.compressed_prompt):
+        raise ConfigError("--passage renders the chat views itself: leave out --raw and --compressed-prompt.")
+    if args.drafter_budget is not None and not args.passage:
+        raise ConfigError("--drafter-budget selects from passages: give --passage FILE too.")
+    config = GenerationConfig(**arguments.settings(args))
+    engine = AsymSpecEngine.from_pretrained(verifier=args.verifier, drafter=arguments.drafter(args),
+                                            tokenizer=args.tokenizer, threads=args.threads)
+    # the model's chat template, or the plain transcript for base models; None: raw text
+    chat = None if args.raw else chat_format(engine.tokenizer)
+    if args.passage:
+        full_ids, comp_ids = _with_passages(engine, args)
+    else:
+        full_ids = _encode(engine.tokenizer, chat, args.prompt, args.system)
+        comp_ids = _encode(engine.tokenizer, chat, args.compressed_prompt, args.system) if args.compressed_prompt else full_ids
+    if chat is not None:
+        config = with_turn_stops(config, chat)
+    text, out = [], None if args.json else WrappedOutput()
+    for chunk in engine.stream(full_ids, comp_ids, config):
+        text.append(chunk.text)
         if out is not None:
-            out.finish()
-    except AsymSpecError as exc:
-        print(f"asymspec: error: {exc}", file=sys.stderr)
-        return 2
+            out.write(chunk.text)
+    if out is not None:
+        out.finish()
     if args.json:
         print(json.dumps({"text": "".join(text), "finish_reason": chunk.finish_reason, "stats": chunk.stats.to_dict()}))
     else:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, wilson
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, median, pydoc_text, wilson
 from .tasks import TASKS, Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared

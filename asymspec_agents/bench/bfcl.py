@@ -29,7 +29,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..models import AUTO
-from .common import RESULTS, markdown_table, pyplot, wilson, write_json
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, wilson, write_json
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance", "live_relevance", "live_irrelevance")
 AST_CATEGORIES = ("simple_python", "multiple", "parallel")

@@ -7,6 +7,8 @@ import math
 import statistics
 from pathlib import Path
 
+from ..plotting import pyplot
+
 RESULTS = Path("benchmarks/results")
 
 
@@ -15,20 +17,6 @@ def pydoc_text() -> str:
     from pydoc_data.topics import topics
 
     return "\n\n".join(topics[name] for name in sorted(topics))
-
-
-def pyplot(optional: bool = False):
-    """matplotlib's pyplot on the file-only Agg backend; with `optional`, None when matplotlib is not installed."""
-    try:
-        import matplotlib
-    except ImportError:
-        if optional:
-            return None
-        raise
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def median(values) -> float:
@@ -46,6 +34,14 @@ def percentile(values, q: float) -> float:
 def write_json(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def write_report(prefix: str, markdown: str, report: dict, plot) -> None:
+    """A benchmark's report beside its JSON: `prefix.md`, and `plot(report, "prefix.png")` where matplotlib is
+    installed (`pip install 'asymspec-agents[bench]'`)."""
+    Path(prefix + ".md").write_text(markdown)
+    if pyplot(optional=True) is not None:
+        plot(report, prefix + ".png")
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import pyplot
+from ..plotting import pyplot
 
 NON_LLM_TARGET_MS_PER_1K = 20.0
 CACHED_STEP_TARGET_MS = 50.0

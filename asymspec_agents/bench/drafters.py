@@ -15,7 +15,8 @@ import time
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, median, pydoc_text, write_json, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,14 +99,11 @@ def write_outputs(report: dict, prefix: str) -> None:
     text = (f"# Drafter cost per token ({report['date']}, {report['threads']} torch threads)\n\n"
             f"One-token decode forward keeping one logits row, median; × V: relative to the verifier "
             f"`{verifier}` at the same context.\n\n" + markdown_table(header, rows))
-    Path(prefix + ".md").write_text(text)
-    plot(report, prefix + ".png")
+    write_report(prefix, text, report, plot)
 
 
 def plot(report: dict, path: str) -> None:
-    plt = pyplot(optional=True)
-    if plt is None:
-        return
+    plt = pyplot()
     names, lengths = list(report["models"]), list(report["contexts"])
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     width = 0.8 / len(lengths)

@@ -31,7 +31,8 @@ from tqdm import tqdm
 from ..engine.config import DELTA_SOURCES, GenerationConfig
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
 from .accuracy import RULES, STUDENT_ALONE, System, run_item, summarize, systems
-from .common import RESULTS, markdown_table, pyplot
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table
 from .tasks import Item
 
 INSTRUCTION = "You are a helpful AI bot that answers questions for a user. Keep your response short and direct."

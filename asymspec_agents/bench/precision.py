@@ -15,7 +15,8 @@ import copy
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, pydoc_text, pyplot, write_json
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, pydoc_text, write_json, write_report
 
 SLOTS = 16
 
@@ -140,8 +141,7 @@ def write_outputs(report: dict, prefix: str) -> None:
         lines.append(f"\n## KV cache {precision}\n\n" + markdown_table(
             ["slot", "max |Δ|", "mean |Δ|", "mean |Δ| at slot 0", "KL", "KL at slot 0", "argmax flips", "flips at slot 0"],
             table))
-    open(prefix + ".md", "w").write("".join(lines))
-    plot(report, prefix + ".png")
+    write_report(prefix, "".join(lines), report, plot)
 
 
 def _late_over_early(rows: list[dict]) -> float:

@@ -28,7 +28,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..testing import generate_at_once
-from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, median, pydoc_text, write_json, write_report
 
 PAIR = ("bundled", "bundled-small")  # the verifier and the drafter the servers serve
 WINDOW = 8192  # the bundled models' context window (max_position_embeddings)
@@ -102,7 +103,7 @@ class Corpus:
 
 def block_costs(engines: dict, corpus: Corpus, contexts: list[int], ks: list[int], repeats: int,
                 verifier_url: str) -> list[dict]:
-    from ..engine.remote import RemoteModel
+    from ..models.remote import RemoteModel
     from ..engine.streams import KVStream
 
     remote = engines["both remote"].verifier
@@ -294,14 +295,11 @@ def write_outputs(report: dict, prefix: str) -> None:
             "remote (V) and with both models remote; right and s/reply (medians, warm caches after the first "
             "item): in process / V remote / both remote / the remote Ceiling (the verifier alone on the full view).\n\n"
             + markdown_table(["task", "rule", "items", "same, V", "same, both", "right", "s/reply"], fidelity_rows))
-    Path(prefix + ".md").write_text(text)
-    plot(report, prefix + ".png")
+    write_report(prefix, text, report, plot)
 
 
 def plot(report: dict, path: str) -> None:
-    plt = pyplot(optional=True)
-    if plt is None:
-        return
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     labels = [f"{r['context'] // 1000}k, k={r['k']}" for r in report["blocks"]]
     x = range(len(labels))

@@ -23,7 +23,8 @@ import torch
 from tqdm import tqdm
 
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
-from .common import RESULTS, markdown_table, median, percentile, pydoc_text, pyplot, write_json
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, median, percentile, pydoc_text, write_json, write_report
 
 SYSTEM = "You are a concise assistant. Answer in one sentence."
 AGENT_QUESTION = "Search the Python reference for the statement 'break', then say in one sentence what it does."
@@ -161,14 +162,11 @@ def write_outputs(report: dict, prefix: str) -> None:
             f"{each}. Latency per request; tokens/s of the whole run; "
             "hit: calls served from their conversation's own cache set.\n\n"
             + markdown_table(["transport", "clients", "requests", "p50 s", "p95 s", "tokens/s", "hit"], rows))
-    Path(prefix + ".md").write_text(text)
-    plot(report, prefix + ".png")
+    write_report(prefix, text, report, plot)
 
 
 def plot(report: dict, path: str) -> None:
-    plt = pyplot(optional=True)
-    if plt is None:
-        return
+    plt = pyplot()
     fig, (latency, throughput) = plt.subplots(1, 2, figsize=(9, 3.6))
     for transport, style in (("in-process", "-o"), ("http", "--s")):
         runs = [r for r in report["runs"] if r["transport"] == transport]

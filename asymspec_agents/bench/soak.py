@@ -25,7 +25,8 @@ import torch
 from tqdm import tqdm
 
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
-from .common import RESULTS, markdown_table, percentile, pydoc_text, pyplot, write_json
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, percentile, pydoc_text, write_json, write_report
 from .serve import AGENT_QUESTION, SEARCH, SYSTEM
 
 BAD_REQUESTS = (  # what a broken client sends; each must get a 4xx that says what was wrong
@@ -294,14 +295,11 @@ def write_outputs(report: dict, prefix: str) -> None:
             f"(budget {report['kv_budget_bytes'] / (1 << 20):.0f} MiB, exceeded only while sets are in use); "
             f"{max((s['evictions'] or 0 for s in report['samples']), default=0)} conversations' caches evicted.\n"
             f"- Sent again alone on the idle server: {equal}/{len(report['replays'])} replies equal.\n")
-    Path(prefix + ".md").write_text(text)
-    plot(report, prefix + ".png")
+    write_report(prefix, text, report, plot)
 
 
 def plot(report: dict, path: str) -> None:
-    plt = pyplot(optional=True)
-    if plt is None:
-        return
+    plt = pyplot()
     fig, (latency, memory) = plt.subplots(1, 2, figsize=(9, 3.6))
     done = [r for r in report["requests"] if r["kind"] in ("json", "stream") and r.get("status") == 200]
     latency.scatter([r["at"] / 60 for r in done], [r["seconds"] for r in done], s=6, alpha=0.5, label="a request")

@@ -13,20 +13,16 @@ numbers reported) and a scorer. The tasks:
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import random
 import re
 from dataclasses import dataclass, field
 
 from ..context import AssistantMessage, Passage, SystemMessage, ToolCall, ToolResult, ToolSpec, UserMessage
-from ..context.tools import tool_spec_from_callable
+from ..stdlib_text import haystack, sentences, tool_choices
 
 COLORS = ["amber", "cobalt", "crimson", "ivory", "jade", "ochre", "scarlet", "teal", "violet", "silver", "onyx", "coral"]
 ANIMALS = ["heron", "lynx", "otter", "falcon", "badger", "marten", "ibis", "gecko", "puffin", "weasel", "osprey", "tapir"]
 DEV_FRACTION = 0.3
-TOOL_MODULES = ["os.path", "shutil", "textwrap", "json", "base64", "statistics", "string", "fnmatch", "glob", "heapq",
-                "bisect", "difflib", "html", "shlex", "zlib", "random", "calendar", "copy", "secrets", "urllib.parse"]
 
 
 @dataclass
@@ -64,10 +60,10 @@ def needle(count: int, seed: int = 0, hops: int = 1, haystack_chars: int = 6000,
             facts = [_vault_fact(color, code)]
         else:
             facts = [f"The {color} vault keeps its code under the name {animal}.", f"The code named {animal} is {code}."]
-        haystack = _haystack(rng, docs, haystack_chars, facts)
+        document = haystack(rng, docs, haystack_chars, facts)
         question = _vault_question(color)
         messages = [SystemMessage("Answer the question from the documents."),
-                    UserMessage(question, passages=[Passage(haystack, source="python-docs")])]
+                    UserMessage(question, passages=[Passage(document, source="python-docs")])]
         items.append(Item(task, f"{task}-{seed}-{i}" if task == "needle_long" else f"needle{hops}-{seed}-{i}",
                           messages, code, _split(i, count), query=question))
     return items
@@ -80,12 +76,12 @@ def tool_output(count: int, seed: int = 0, haystack_chars: int = 6000) -> list[I
     items = []
     for i in range(count):
         color, code = rng.choice(COLORS), str(rng.randint(1000, 9999))
-        haystack = _haystack(rng, docs, haystack_chars, [_vault_fact(color, code)])
+        document = haystack(rng, docs, haystack_chars, [_vault_fact(color, code)])
         question = _vault_question(color)
         call = ToolCall(f"call_{i}", "read_vault_notes", {})
         messages = [SystemMessage("Answer the question from the tool results."),
                     UserMessage(f"Read the vault notes. {question}"), AssistantMessage(tool_calls=[call]),
-                    ToolResult(call.id, call.name, haystack), UserMessage(f"Now answer: {question}")]
+                    ToolResult(call.id, call.name, document), UserMessage(f"Now answer: {question}")]
         items.append(Item("tool_output", f"tool_output-{seed}-{i}", messages, code, _split(i, count), query=question))
     return items
 
@@ -99,17 +95,12 @@ def _vault_question(color: str) -> str:
 
 
 def tool_selection(count: int, seed: int = 0, tools_per_item: int = 6) -> list[Item]:
-    rng = random.Random(f"tools-{seed}")
-    candidates = documented_functions()
     items = []
-    for i in range(count):
-        chosen = rng.sample(candidates, tools_per_item)
-        target_name, _, hint = chosen[0]
-        rng.shuffle(chosen)
-        question = f"Which tool does this: {hint} Call that tool."
-        messages = [SystemMessage("Pick the one tool that does what the user asks and call it."), UserMessage(question)]
-        items.append(Item("tools", f"tools-{seed}-{i}", messages, target_name, _split(i, count),
-                          tools=[spec for _, spec, _ in chosen], query=question))
+    for i, choice in enumerate(tool_choices(count, seed, tools_per_item)):
+        messages = [SystemMessage("Pick the one tool that does what the user asks and call it."),
+                    UserMessage(choice.question)]
+        items.append(Item("tools", f"tools-{seed}-{i}", messages, choice.answer, _split(i, count),
+                          tools=choice.tools, query=choice.question))
     return items
 
 
@@ -146,45 +137,8 @@ def _pydoc_paragraphs(min_chars: int = 300, max_chars: int = 1200) -> list[str]:
     return paragraphs
 
 
-def _haystack(rng: random.Random, docs: list[str], chars: int, facts: list[str]) -> str:
-    parts, total = [], 0
-    while total < chars:
-        parts.append(rng.choice(docs))
-        total += len(parts[-1])
-    for fact in facts:  # each fact at its own random depth, between paragraphs
-        parts.insert(rng.randint(0, len(parts)), fact)
-    return "\n\n".join(parts)
-
-
-def documented_functions(modules=tuple(TOOL_MODULES)) -> list[tuple[str, ToolSpec, str]]:
-    """(tool name, full spec, a later docstring sentence) for the public functions of `modules` with rich docstrings
-    (the tools task's; distillation's tool prompts use other modules)."""
-    found = []
-    for module_name in modules:
-        module = importlib.import_module(module_name)
-        for attr in sorted(dir(module)):
-            function = getattr(module, attr)
-            if attr.startswith("_") or not inspect.isfunction(function) or function.__module__ != module.__name__:
-                continue
-            sentences = _sentences(inspect.getdoc(function) or "")
-            if len(sentences) < 2 or not 30 <= len(sentences[1]) <= 200:
-                continue
-            name = f"{module_name.replace('.', '_')}_{attr}"
-            try:
-                spec = tool_spec_from_callable(function, name=name)
-            except Exception:
-                continue
-            found.append((name, spec, sentences[1]))
-    return found
-
-
-def _sentences(text: str) -> list[str]:
-    text = " ".join(text.split())
-    return [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
-
-
 def _first_sentence(text: str) -> str:
-    return _sentences(text)[0] if text else ""
+    return sentences(text)[0] if text else ""
 
 
 def _split(index: int, count: int) -> str:

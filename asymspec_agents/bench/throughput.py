@@ -14,7 +14,8 @@ import time
 import torch
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median, pydoc_text, pyplot, write_json
+from ..plotting import pyplot
+from .common import RESULTS, markdown_table, median, pydoc_text, write_json, write_report
 
 # engine systems are "mode" or "mode rule"; "asymmetric ratio" keeps the paper's K = 2, the others take --k-max
 SYSTEMS = ("hf_generate", "hf_assisted", "full", "symmetric_full", "asymmetric ratio", "asymmetric fused")
@@ -206,8 +207,7 @@ def write_outputs(report: dict, prefix: str) -> None:
             + markdown_table(header, rows)
             + "\n## One verifier forward over k new tokens, relative to k = 1\n\n"
             + markdown_table(["prompt", *(f"k={k}" for k in sizes), "k=2, last row's logits only", "k=1 ms"], cost_rows))
-    open(prefix + ".md", "w").write(text)
-    plot(report, prefix + ".png")
+    write_report(prefix, text, report, plot)
 
 
 def plot(report: dict, path: str) -> None:

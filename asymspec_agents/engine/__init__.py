@@ -3,7 +3,7 @@
 from .config import MODES, GenerationConfig
 from .decisions import DecisionPolicy
 from .engine import AsymSpecEngine, GenerationResult, StreamChunk
-from .remote import RemoteModel, RemoteModelError
+from ..models.remote import RemoteModel, RemoteModelError
 from .stats import GenerationStats, StreamStats
 
 __all__ = ["AsymSpecEngine", "DecisionPolicy", "GenerationConfig", "GenerationResult", "GenerationStats", "MODES",

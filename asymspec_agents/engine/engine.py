@@ -22,7 +22,7 @@ from .copying import CopyingStream
 from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
 from .pool import DEFAULT_KV_BUDGET, CachePool, StreamKey, StreamSet
-from .remote import RemoteModel, is_remote, is_url
+from ..models.remote import is_remote, is_url
 from .remote_stream import RemoteStream
 from .stats import GenerationStats
 from .streams import KVStream
@@ -56,7 +56,7 @@ class AsymSpecEngine:
     (pool.py: a call continues the set of its conversation, or branches from the longest shared prefix; least
     recently used sets go when the pool exceeds `kv_budget` bytes). Local forwards of different calls take turns
     under one compute lock: a CPU forward already uses every core, so running two at once only adds contention,
-    while taking turns keeps a short reply from waiting for a long one. A model on a server (engine/remote.py)
+    while taking turns keeps a short reply from waiting for a long one. A model on a server (models/remote.py)
     takes no lock: the calls' requests reach it together and it batches them. Results equal serial calls (up to a
     server's own batch-dependent arithmetic, docs/deploy.md).
     """
@@ -104,7 +104,7 @@ class AsymSpecEngine:
                         tokenizer: str | None = None, threads: int | None = None) -> "AsymSpecEngine":
         """Load from hub ids, local folders, GGUF files, "bundled" (SmolLM2-135M-Instruct), "bundled-agent" (it,
         tuned to act as an agent), "bundled-agent-small" and "bundled-small" (6-layer drafters distilled from each)
-        or "bundled-gemma" (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (engine/remote.py),
+        or "bundled-gemma" (Gemma-3-270M base); "http://host:port/v1" is a model on a vLLM server (models/remote.py),
         verifier, drafter or both (then no weights load here). The defaults are the default pair of every entry
         point: bundled-agent verifying for bundled-agent-small. `drafter="auto"`: the verifier's matched drafter
         (bundled-agent-small for bundled-agent, bundled-small for bundled, a family's small sibling for known hub
@@ -118,36 +118,16 @@ class AsymSpecEngine:
         `threads`: torch's CPU threads for this process (default: `OMP_NUM_THREADS`, else the cores the machine's
         load leaves free; threads.py)."""
         configure_threads(threads)
-        verifier, drafter = resolve_pair(verifier, drafter)
-        if is_url(verifier) or is_url(drafter):
-            return cls._with_servers(verifier, drafter, dtype=dtype, device=device, kv_cache=kv_cache,
-                                     drafter_adapter=drafter_adapter, kv_budget=kv_budget, tokenizer=tokenizer)
-        verifier_model, tokenizer = load_model(verifier, dtype=dtype, device=device)
-        drafter_model = drafter_tokenizer = None
-        if drafter is not None:
-            drafter_model, drafter_tokenizer = load_model(drafter, dtype=dtype, device=device, adapter=drafter_adapter)
-        return cls(verifier_model, drafter_model, tokenizer, drafter_tokenizer=drafter_tokenizer, kv_cache=kv_cache,
-                   kv_budget=kv_budget)
-
-    @classmethod
-    def _with_servers(cls, verifier, drafter, *, dtype, device, kv_cache, drafter_adapter, kv_budget,
-                      tokenizer) -> "AsymSpecEngine":
-        """A pair with one model, or both, on vLLM servers; the tokenizer is checked against each server's."""
-        local_name = next((name for name in (drafter, verifier) if name is not None and not is_url(name)), None)
-        local_model = tokenizer_ = None
-        if local_name is not None:
-            adapter = drafter_adapter if local_name == drafter else None
-            local_model, tokenizer_ = load_model(local_name, dtype=dtype, device=device, adapter=adapter)
-        elif tokenizer is not None:
-            tokenizer_ = load_tokenizer(tokenizer)
-        models = {}
-        for role, name in (("verifier", verifier), ("drafter", drafter)):
-            if is_url(name):
-                models[role] = RemoteModel(str(name), tokenizer_)
-                tokenizer_ = models[role].tokenizer  # the first server's folder, when none was given
-            else:
-                models[role] = local_model if name is not None else None
-        return cls(models["verifier"], models["drafter"], tokenizer_, kv_cache=kv_cache, kv_budget=kv_budget)
+        names = dict(zip(("verifier", "drafter"), resolve_pair(verifier, drafter)))
+        roles = sorted((role for role, name in names.items() if name is not None), key=lambda r: is_url(names[r]))
+        given = load_tokenizer(tokenizer) if tokenizer is not None and any(map(is_url, names.values())) else None
+        models, tokenizers = {"drafter": None}, {"drafter": None}
+        for role in roles:  # local models first: a server is checked against their tokenizer
+            models[role], tokenizers[role] = load_model(
+                names[role], dtype=dtype, device=device, adapter=drafter_adapter if role == "drafter" else None,
+                tokenizer=next((t for t in tokenizers.values() if t is not None), given))
+        return cls(models["verifier"], models["drafter"], tokenizers["verifier"],
+                   drafter_tokenizer=tokenizers["drafter"], kv_cache=kv_cache, kv_budget=kv_budget)
 
     @classmethod
     def shared(cls, verifier: str = DEFAULT_VERIFIER, drafter: str | None = AUTO, *,

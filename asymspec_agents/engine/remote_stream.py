@@ -1,4 +1,4 @@
-"""A stream whose model is on a server (engine/remote.py): the same contract as a local `KVStream`.
+"""A stream whose model is on a server (models/remote.py): the same contract as a local `KVStream`.
 
 It holds only the ids the server has "read"; every forward sends them whole and the server's prefix cache makes
 that cheap. A forward of k+1 rows is one batched scoring request. A forward of one row that the caller says will
@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from .remote import MAX_TOKEN_IDS, RemoteModel, dense_row
+from ..models.remote import MAX_TOKEN_IDS, RemoteModel, dense_row
 from .stats import StreamStats
 from .streams import common_prefix
 

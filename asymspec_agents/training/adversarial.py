@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..engine import DecisionPolicy
-from ..errors import AsymSpecError
 from ..models import merge_adapter
 from .dpo import TrainSettings, train_adversarial
 from .evaluate import agreement, assistant_logits, check_lossless, lossless_prompts
@@ -95,20 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("only adversarial training is implemented: pass --adversarial")
     from ..models import load_model
 
-    try:
-        verifier, tokenizer = load_model(args.verifier)
-        drafter, _ = load_model(args.drafter)
-        settings = RunSettings(train_items=args.train_items, eval_items=args.eval_items, lossless_prompts=args.lossless_prompts,
-                               view=args.view, context_tokens=args.context_tokens or None, anchors=args.anchors, max_new_tokens=args.max_new_tokens,
-                               block=args.block, seed=args.seed)
-        train = TrainSettings(steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, beta=args.beta,
-                              lora_r=args.lora_r, lora_alpha=2 * args.lora_r, lora_layers=args.lora_layers or None,
-                              seed=args.seed)
-        report = run(verifier, drafter, tokenizer, args.out, settings, train, progress=not args.quiet,
-                     metadata={"verifier": args.verifier, "drafter": args.drafter})
-    except AsymSpecError as exc:
-        print(f"asymspec: error: {exc}", file=sys.stderr)
-        return 2
+    verifier, tokenizer = load_model(args.verifier)
+    drafter, _ = load_model(args.drafter)
+    settings = RunSettings(train_items=args.train_items, eval_items=args.eval_items, lossless_prompts=args.lossless_prompts,
+                           view=args.view, context_tokens=args.context_tokens or None, anchors=args.anchors, max_new_tokens=args.max_new_tokens,
+                           block=args.block, seed=args.seed)
+    train = TrainSettings(steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, beta=args.beta,
+                          lora_r=args.lora_r, lora_alpha=2 * args.lora_r, lora_layers=args.lora_layers or None,
+                          seed=args.seed)
+    report = run(verifier, drafter, tokenizer, args.out, settings, train, progress=not args.quiet,
+                 metadata={"verifier": args.verifier, "drafter": args.drafter})
     print_report(report)
     print(f"adapter: {report['adapter_dir']}  report: {Path(args.out) / 'report.json'}")
     return 0

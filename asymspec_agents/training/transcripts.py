@@ -1,7 +1,7 @@
 """Agent-like transcripts with their decision points, in the product's own token format.
 
 A transcript is one rendered conversation (the view the drafter and verifier of a fixed-block stack both read):
-the tools block, a user request built from real stdlib docstrings (`bench.tasks.tool_selection`), the
+the tools block, a user request built from real stdlib docstrings (`stdlib_text.tool_choices`, as the tools task's), the
 assistant's tool call, the tool's result and a final answer. Only tokens the assistant writes are positions a
 drafter drafts; among them, decision points are tagged with the engine's own `DecisionPolicy` rule (a trigger
 regex on the decoded tokens before the position), so training and serving agree on what a decision point is.
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..context import AssistantMessage, DualContext, ToolCall, ToolResult
+from ..context import AssistantMessage, DualContext, SystemMessage, ToolCall, ToolResult, UserMessage
 from ..engine.decisions import DecisionPolicy
 from ..errors import InvalidInputError
+from ..stdlib_text import tool_choices
 
 
 @dataclass
@@ -33,8 +34,6 @@ def agent_transcripts(tokenizer, count: int, seed: int = 0, *, tools_per_item: i
 
     `exclude_answers`: skip items whose target tool is in it (held-out sets that share no answer with training).
     """
-    from ..bench.tasks import tool_selection
-
     if view not in ("comp", "full"):
         raise InvalidInputError(f"view must be 'comp' or 'full', got {view!r}.")
     context = DualContext(tokenizer)
@@ -42,7 +41,7 @@ def agent_transcripts(tokenizer, count: int, seed: int = 0, *, tools_per_item: i
     pool = count + len(exclude_answers) + 8
     while len(transcripts) < count:
         transcripts.clear()
-        for item in tool_selection(pool, seed, tools_per_item=tools_per_item):
+        for item in tool_choices(pool, seed, tools_per_item=tools_per_item):
             if item.answer in exclude_answers:
                 continue
             transcripts.append(_render(context, _conversation(item), item, view))
@@ -62,7 +61,8 @@ def decision_positions(transcript: Transcript, tokenizer, policy: DecisionPolicy
 
 def _conversation(item) -> list:
     call = ToolCall("call_0", item.answer, {})
-    return [*item.messages, AssistantMessage("", [call]), ToolResult("call_0", item.answer, "Done."),
+    return [SystemMessage("Pick the one tool that does what the user asks and call it."), UserMessage(item.question),
+            AssistantMessage("", [call]), ToolResult("call_0", item.answer, "Done."),
             AssistantMessage(f"Final Answer: {item.answer}")]
 
 

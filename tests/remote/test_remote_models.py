@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
-from asymspec_agents.engine.remote import RemoteModel, RemoteModelError
+from asymspec_agents.models.remote import RemoteModel, RemoteModelError
 from asymspec_agents.errors import ConfigError
 from asymspec_agents.server.vllm import VENV, VllmProcess
 from asymspec_agents.testing import generate_at_once

@@ -33,7 +33,6 @@ import math
 import random
 import re
 import statistics
-import sys
 import time
 from collections import Counter
 from dataclasses import asdict
@@ -46,12 +45,7 @@ READ_TOKENS = 48  # a reply over documents: the planted facts are short values
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        report = run(args)
-    except AsymSpecError as exc:
-        print(f"asymspec: error: {exc}", file=sys.stderr)
-        return 2
+    report = run(build_parser().parse_args(argv))
     print(render_markdown(report))
     return 0
 
@@ -458,7 +452,7 @@ def render_markdown(report: dict) -> str:
 
 
 def plot_losses(history: dict, path: Path) -> None:
-    from ...bench.common import pyplot
+    from ...plotting import pyplot
 
     plt = pyplot(optional=True)
     if plt is None:

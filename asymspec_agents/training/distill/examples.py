@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...context import (AssistantMessage, CompressionPolicy, Passage, SystemMessage, ToolCall, ToolResult, ToolSpec,
                         UserMessage)
+from ...stdlib_text import TOOL_MODULES, documented_functions, haystack
 
 NAMES = ["Mira", "Tomas", "Anouk", "Kenji", "Ravi", "Lena", "Omar", "Greta", "Paulo", "Ines", "Yusuf", "Hana"]
 PLACES = ["north", "south", "east", "west", "upper", "lower", "old", "new", "main", "back"]
@@ -33,7 +34,7 @@ OBJECTS = ["gate", "office", "archive", "workshop", "garage", "library", "cellar
 THINGS = ["locker", "order", "membership", "room", "invoice", "ticket", "badge", "account"]
 KINDS = {"passage": 0.55, "turns": 0.30, "plain": 0.15}
 TOOL_KINDS = {"tool_call": 0.4, "tool_result": 0.6}
-# modules whose functions become tools here; none is one of the tools task's (bench.tasks.TOOL_MODULES)
+# modules whose functions become tools here; none is one of the tools task's (stdlib_text.TOOL_MODULES)
 TRAINING_TOOL_MODULES = ("ast", "bz2", "codecs", "dataclasses", "email.utils", "fileinput", "gzip", "inspect",
                          "ipaddress", "linecache", "locale", "logging", "mimetypes", "ntpath", "platform", "quopri",
                          "site", "subprocess", "sysconfig", "tarfile", "tempfile", "threading", "tokenize",
@@ -70,8 +71,6 @@ def benchmark_sources() -> frozenset[Path]:
     """The standard library's files whose docstrings a benchmark reads as tool descriptions (the tools task's
     modules): no training text comes from them."""
     import importlib
-
-    from ...bench.tasks import TOOL_MODULES
 
     files = (getattr(importlib.import_module(name), "__file__", None) or "" for name in TOOL_MODULES)
     return frozenset(Path(file).resolve() for file in files if file.endswith(".py"))
@@ -125,7 +124,7 @@ def build_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8), com
         if kind == "passage":
             sentence, question, value = _fact(rng)
             others = [_fact(rng)[0] for _ in range(rng.randint(0, 2))]
-            text = _haystack(rng, paragraphs, rng.randint(*haystack_chars), [sentence, *others])
+            text = haystack(rng, paragraphs, rng.randint(*haystack_chars), [sentence, *others])
             messages = [SystemMessage(rng.choice(["Answer the question from the documents.", "Use the documents to answer."])),
                         UserMessage(question, passages=[Passage(text, source="stdlib")])]
             budget_kind = "passage"
@@ -144,7 +143,7 @@ def build_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8), com
             text, budget_kind = messages[1].content, "user"
         else:
             value = None
-            text = _haystack(rng, paragraphs, rng.randint(800, 4000), [])
+            text = haystack(rng, paragraphs, rng.randint(800, 4000), [])
             question = rng.choice(["Summarize the documents in two sentences.", "What is the main topic of the documents?",
                                    "List two things the documents explain."])
             messages = [SystemMessage("Answer the question from the documents."),
@@ -159,8 +158,6 @@ def build_tool_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8)
                         compressors=("head_tail", "bm25"), haystack_chars=(1500, 7000), tools_per_example: int = 6
                         ) -> list[Example]:
     """`count` agent-transcript examples (`tool_call` and `tool_result`), deterministic in `seed`."""
-    from ...bench.tasks import documented_functions
-
     rng = random.Random(f"distill-tools-{seed}")
     paragraphs, functions = stdlib_paragraphs(), documented_functions(TRAINING_TOOL_MODULES)
     kinds, weights = zip(*TOOL_KINDS.items())
@@ -180,7 +177,7 @@ def build_tool_examples(count: int, seed: int, tokenizer, *, ratios=(2, 4, 4, 8)
             continue
         sentence, question, value = _fact(rng)
         others = [_fact(rng)[0] for _ in range(rng.randint(0, 2))]
-        text = _haystack(rng, paragraphs, rng.randint(*haystack_chars), [sentence, *others])
+        text = haystack(rng, paragraphs, rng.randint(*haystack_chars), [sentence, *others])
         words = [w.strip("?.,'") for w in question.split()[2:8] if len(w) > 3]
         call = ToolCall("call_0", "search_notes", {"query": " ".join(words[:4])})
         messages = [SystemMessage("You are a helpful assistant. Use the tools to look things up before answering."),
@@ -225,16 +222,6 @@ def _fact(rng: random.Random) -> tuple[str, str, str]:
         return f"{name}'s {thing} number is {value}.", f"What is {name}'s {thing} number? Answer with the number.", value
     return (f"The phone extension of {name} is {value}.", f"What is the phone extension of {name}? Answer with the number.",
             value)
-
-
-def _haystack(rng: random.Random, paragraphs, chars: int, facts: list[str]) -> str:
-    parts, total = [], 0
-    while total < chars:
-        parts.append(rng.choice(paragraphs))
-        total += len(parts[-1])
-    for fact in facts:
-        parts.insert(rng.randint(0, len(parts)), fact)
-    return "\n\n".join(parts)
 
 
 def _first_sentence(text: str) -> str:

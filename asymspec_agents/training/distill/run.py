@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ...errors import AsymSpecError, ConfigError
+from ...errors import ConfigError
 from ...models.students import StudentSpec, assemble_student
+from ...plotting import pyplot
 from .documents import build_document_examples, corpus, written_paragraphs
 from .examples import TOOL_KINDS, build_examples, build_tool_examples
 from .teacher import teacher_records
@@ -21,12 +21,7 @@ DEV_SEED_OFFSET = 10_000  # dev examples come from another seed: no prompt is sh
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        report = run(args)
-    except AsymSpecError as exc:
-        print(f"asymspec: error: {exc}", file=sys.stderr)
-        return 2
+    report = run(build_parser().parse_args(argv))
     print(render_markdown(report))
     return 0
 
@@ -206,12 +201,8 @@ def render_markdown(report: dict) -> str:
 
 
 def plot_losses(history: dict, path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot(optional=True)
+    if plt is None:
         print("asymspec: matplotlib is not installed; no loss plot (pip install 'asymspec-agents[bench]')")
         return
     fig, ax = plt.subplots(figsize=(7, 4))

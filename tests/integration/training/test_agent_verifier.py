@@ -10,7 +10,7 @@ from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.chat import AsymSpecChat
 from asymspec_agents.models.loading import STUDENTS
 from asymspec_agents.models.students import StudentSpec
-from asymspec_agents.training.agent.run import main as train_agent_main
+from asymspec_agents.cli import main as asymspec
 
 POPULATION = {"name": "lookup_population", "description": "Look up the population of a country.",
               "parameters": {"type": "object", "properties": {"country": {"type": "string"}}, "required": ["country"]}}
@@ -60,7 +60,7 @@ def test_the_tuned_model_states_a_tool_result_in_words(chats):
 def test_train_agent_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
     options = ["--examples", "4", "--dev", "2", "--reads", "3", "--dev-reads", "2", "--dev-lookups", "1", "--accumulate", "2", "--rank", "2",
                "--out", str(tmp_path)]
-    code = train_agent_main(options)
+    code = asymspec(["train-agent", *options])
     assert code == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert 4 < report["train_conversations"] <= 7 and report["dev"]["tuned"]["counts"]["conversations"] == 2
@@ -74,9 +74,9 @@ def test_train_agent_runs_end_to_end_on_the_bundled_model(tmp_path, capsys):
     # the report again for the adapter in --out, without training: the same measures, the training history kept
     delta = (tmp_path / "delta.safetensors").read_bytes()
     (tmp_path / "report.json").unlink()
-    assert train_agent_main(options + ["--report-only"]) == 0
+    assert asymspec(["train-agent", *options, "--report-only"]) == 0
     again = json.loads((tmp_path / "report.json").read_text())
     assert again["dev"] == report["dev"] and again["train_seconds"] == report["train_seconds"]
     assert (tmp_path / "delta.safetensors").read_bytes() == delta
-    assert train_agent_main(options[:-2] + ["--rank", "4", "--out", str(tmp_path), "--report-only"]) == 2
+    assert asymspec(["train-agent", *options[:-2], "--rank", "4", "--out", str(tmp_path), "--report-only"]) == 2
     assert "not trained with these options" in capsys.readouterr().err

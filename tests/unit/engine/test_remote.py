@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from asymspec_agents.engine.remote import RemoteModel, RemoteModelError, _entries, dense_row, is_url
+from asymspec_agents.models.remote import RemoteModel, RemoteModelError, _entries, dense_row, is_url
 from asymspec_agents.errors import ConfigError
 from asymspec_agents.server.process import free_port
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
-from asymspec_agents.engine.remote import RemoteModel, RemoteModelError, dense_row
+from asymspec_agents.models.remote import RemoteModel, RemoteModelError, dense_row
 from asymspec_agents.engine.remote_stream import RemoteStream
 from asymspec_agents.engine.streams import forward_together
 from asymspec_agents.testing import generate_at_once

@@ -67,7 +67,7 @@ def test_tool_examples_are_agent_transcripts_whose_replies_follow_the_tool_gramm
         [e.messages[-1].content for e in examples]
     assert {e.kind for e in build_tool_examples(30, 2, tokenizer, haystack_chars=(300, 700))} == {"tool_call",
                                                                                                    "tool_result"}
-    from asymspec_agents.bench.tasks import documented_functions
+    from asymspec_agents.stdlib_text import documented_functions
 
     benchmark_tools = {name for name, _, _ in documented_functions()}
     for e in examples:

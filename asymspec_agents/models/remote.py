@@ -226,27 +226,34 @@ class RemoteModel:
                 "of the pair's family, or pass that model's own tokenizer.")
 
     def _request(self, method: str, path: str, body: dict | None = None, *, root: str | None = None) -> dict:
-        url = (root or self.base_url) + path
-        data = json.dumps(body).encode() if body is not None else None
-        problem = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            request = urllib.request.Request(url, data=data, method=method,
-                                             headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return json.load(response)
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode(errors="replace")[:300]
-                if exc.code < 500:  # the request is wrong: retrying cannot help
-                    raise RemoteModelError(f"{method} {url} was refused ({exc.code}): {detail}") from exc
-                problem = f"{exc.code}: {detail}"
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                problem = str(getattr(exc, "reason", exc))
-        raise RemoteModelError(f"The server at {self.base_url} did not answer {method} {path} after "
-                               f"{self.retries + 1} tries ({problem}); start it (e.g. `make vllm-start`) or check "
-                               "the URL. The engine's caches are intact: retry the call once it is up.")
+        return request_json(self.base_url, method, path, body, root=root, timeout=self.timeout, retries=self.retries,
+                            backoff=self.backoff)
+
+
+def request_json(base_url: str, method: str, path: str, body: dict | None = None, *, root: str | None = None,
+                 timeout: float = 30.0, retries: int = 1, backoff: float = 0.5) -> dict:
+    """One JSON request to a server (`root` instead of `base_url` for paths outside /v1), retried with exponential
+    backoff where the server is down or fails (5xx); a refusal (4xx) is raised at once."""
+    url = (root or base_url) + path
+    data = json.dumps(body).encode() if body is not None else None
+    problem = None
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(backoff * 2 ** (attempt - 1))
+        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:300]
+            if exc.code < 500:  # the request is wrong: retrying cannot help
+                raise RemoteModelError(f"{method} {url} was refused ({exc.code}): {detail}") from exc
+            problem = f"{exc.code}: {detail}"
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            problem = str(getattr(exc, "reason", exc))
+    raise RemoteModelError(f"The server at {base_url} did not answer {method} {path} after {retries + 1} tries "
+                           f"({problem}); start it (e.g. `make vllm-start`) or check the URL. The engine's caches are "
+                           "intact: retry the call once it is up.")
 
 
 def served_tokenizer(root: str | None, base_url: str):
@@ -262,8 +269,7 @@ def served_tokenizer(root: str | None, base_url: str):
 
 def served_window(base_url: str) -> int:
     """The context window of the model a server serves (its `max_model_len`), from one GET."""
-    cards = RemoteModel._request(SimpleNamespace(base_url=base_url.rstrip("/"), retries=1, backoff=0.5,
-                                                 timeout=30.0), "GET", "/models")["data"]
+    cards = request_json(base_url.rstrip("/"), "GET", "/models")["data"]
     return min(int(card.get("max_model_len") or 1 << 30) for card in cards)
 
 
