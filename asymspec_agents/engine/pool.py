@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .streams import KVStream, common_prefix
+from .streams import Stream, common_prefix
 
 StreamKey = tuple[str, str]  # (role, view)
 
@@ -55,17 +55,17 @@ class StreamSet:
 
     _ids = itertools.count()
 
-    def __init__(self, make_stream: Callable[[str, str], KVStream], scope: str | None = None):
+    def __init__(self, make_stream: Callable[[str, str], Stream], scope: str | None = None):
         self.id = next(self._ids)
         self.scope = scope  # the tenant whose calls may use this set (None: calls that name no scope)
-        self.streams: dict[StreamKey, KVStream] = {}
+        self.streams: dict[StreamKey, Stream] = {}
         # prompt tokens of the last call that read the stream (unknown: all it holds, e.g. a copied prefix)
         self.anchors: dict[StreamKey, int] = {}
         self.busy = False
         self.last_used = 0
         self._make_stream = make_stream
 
-    def stream(self, role: str, view: str) -> KVStream:
+    def stream(self, role: str, view: str) -> Stream:
         key = (role, view)
         if key not in self.streams:
             self.streams[key] = self._make_stream(role, view)
@@ -88,7 +88,7 @@ class StreamSet:
 
 
 class CachePool:
-    def __init__(self, make_stream: Callable[[str, str], KVStream], budget_bytes: int = DEFAULT_KV_BUDGET):
+    def __init__(self, make_stream: Callable[[str, str], Stream], budget_bytes: int = DEFAULT_KV_BUDGET):
         self._make_stream = make_stream
         self.budget_bytes = int(budget_bytes)
         self._sets: list[StreamSet] = []

@@ -22,8 +22,6 @@ MAX_FILL_IN = 128  # tokens per row whose exact values a block may ask a server 
 
 
 class RemoteStream:
-    cache = None  # no local keys and values
-
     def __init__(self, remote: RemoteModel, role: str, view: str, vocab_size: int):
         self.model, self.role, self.view, self.vocab_size = remote, role, view, vocab_size
         self.device = torch.device("cpu")

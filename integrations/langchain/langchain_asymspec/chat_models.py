@@ -34,8 +34,8 @@ from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
 from asymspec_agents.models import AUTO, DEFAULT_VERIFIER, context_window, resolve_pair
 
-from .messages import (final_chunk, text_chunk, to_core_messages, to_tool_choice, to_tool_specs, tool_call_chunk_of,
-                       with_format_instruction, with_later_messages)
+from .messages import (final_chunk, text_chunk, to_core_messages, to_openai_tools, to_tool_choice, to_tool_specs,
+                       tool_call_chunk_of, with_format_instruction, with_later_messages)
 
 # Constructor arguments of hosted chat models (the standard tests pass them); a local pair has no use for them.
 REMOTE_ONLY_PARAMS = ("api_key", "base_url", "timeout", "max_retries")
@@ -86,8 +86,9 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
     """The name reported in metadata and traces; derived from the models when not given."""
     stop: list[str] | None = Field(default=None, alias="stop_sequences")
     """Stop strings (any length in tokens); never part of the output."""
-    compression: CompressionPolicy | None = None
-    """Budgets and compressors of the verifier's view (default: `CompressionPolicy()`)."""
+    policy: CompressionPolicy | None = None
+    """The dual-view memory's `CompressionPolicy`: budgets and compressors of the verifier's view (default:
+    `CompressionPolicy()`); `policy=` in LlamaIndex's AsymSpecLLM and AsymSpecChat too."""
     parallel_tool_calls: bool = False
     """Whether one reply may hold several tool calls. Off by default: small models tend to repeat a call once
     they have made it; `bind_tools(..., parallel_tool_calls=True)` turns it on per binding."""
@@ -158,7 +159,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
         if self._core is None:
             engine = (self.engine if self.engine is not None
                       else AsymSpecEngine.shared(self.verifier, self.drafter, tokenizer=self.tokenizer))
-            self._core = AsymSpecChat.shared(engine, self.compression)
+            self._core = AsymSpecChat.shared(engine, self.policy)
         return self._core
 
     def generation_config(self, stop: list[str] | None = None, **overrides: Any) -> GenerationConfig:
@@ -193,7 +194,7 @@ class ChatAsymSpec(BaseChatModel, GenerationSettings):
 
         tool_choice: None/"auto" (the model decides), "any"/"required" (at least one call), "none" (no tools shown,
         no calls), a tool name (call that tool). parallel_tool_calls=False allows one call per reply."""
-        formatted = to_tool_specs(tools)
+        formatted = to_openai_tools(tools)
         choice = to_tool_choice(tool_choice, formatted)
         check_tool_choice(choice, [tool["function"]["name"] for tool in formatted])
         if parallel_tool_calls is not None:

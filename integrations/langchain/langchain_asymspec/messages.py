@@ -1,6 +1,7 @@
 """Small pure converters between LangChain messages and the core's message model and replies.
 
-LangChain -> core: `to_core_messages`, `to_tool_specs`, `to_tool_choice`.
+LangChain -> core: `to_core_messages`, `to_tool_specs` (`to_openai_tools`: the form `bind_tools` binds),
+`to_tool_choice`.
 core -> LangChain: `text_chunk`, `tool_call_chunk_of`, `final_chunk` (streaming is the one output path: the
 invoke path merges these same chunks, so tool calls come out of `invoke` and `stream` identically).
 """
@@ -17,7 +18,7 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from asymspec_agents.chat import ChatReply
-from asymspec_agents.context import AssistantMessage, ToolCall, ToolResult, UserMessage
+from asymspec_agents.context import AssistantMessage, ToolCall, ToolResult, ToolSpec, UserMessage
 from asymspec_agents.context import SystemMessage as CoreSystemMessage
 from asymspec_agents.context.messages import with_later_messages as core_with_later_messages
 from asymspec_agents.context.tool_format import InvalidToolCall, ParsedToolCall
@@ -91,10 +92,16 @@ def content_text(content: str | list, index: int, skip: set[str] = frozenset()) 
     return "\n".join(part for part in parts if part)
 
 
-def to_tool_specs(tools: Sequence[Any]) -> list[dict]:
+def to_tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:
+    """Any tools LangChain accepts as the core's `ToolSpec`s (as LlamaIndex's `to_tool_specs` gives them)."""
+    return [ToolSpec.from_dict(tool) for tool in to_openai_tools(tools)]
+
+
+def to_openai_tools(tools: Sequence[Any]) -> list[dict]:
     """Any tool LangChain accepts (BaseTool, function, Pydantic model, TypedDict, OpenAI or JSON-schema dict) as
-    the OpenAI function form `{"type": "function", "function": {name, description, parameters}}`, checked by the
-    core (a malformed tool raises `InvalidToolSchemaError` naming it, as the server answers 400)."""
+    the OpenAI function form `{"type": "function", "function": {name, description, parameters}}` that `bind_tools`
+    binds (LangChain's convention), checked by the core (a malformed tool raises `InvalidToolSchemaError` naming
+    it, as the server answers 400)."""
     out = []
     for index, tool in enumerate(tools):
         try:

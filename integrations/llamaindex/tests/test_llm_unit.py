@@ -11,7 +11,7 @@ from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.tools import FunctionTool
 from llama_index.llms.asymspec import AsymSpecLLM, AsymSpecQueryEngine
-from llama_index.llms.asymspec.messages import to_core_messages, to_tool_spec
+from llama_index.llms.asymspec.messages import to_core_messages, to_tool_specs
 
 from asymspec_agents import AsymSpecEngine, InvalidInputError
 from asymspec_agents.context import AssistantMessage, SystemMessage, ToolResult, UserMessage
@@ -100,7 +100,7 @@ def test_tool_results_are_rendered_back_in_both_views(llm):
     messages = [user("Weather in Paris?"),
                 ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="get_weather", tool_kwargs={"city": "Paris"})]),
                 ChatMessage(role="tool", content="Sunny and 24 C.", additional_kwargs={"tool_call_id": "c1"})]
-    views = llm.chat_core.context.render(to_core_messages(messages), tools=[to_tool_spec(WEATHER)])
+    views = llm.chat_core.context.render(to_core_messages(messages), tools=to_tool_specs([WEATHER]))
     for text in (views.full_text, views.comp_text):
         assert '"name": "get_weather", "arguments": {"city": "Paris"}' in text
         assert '<tool_response name="get_weather">\nSunny and 24 C.\n</tool_response>' in text
@@ -114,16 +114,16 @@ def test_unsupported_content_is_a_clear_error_not_a_silent_drop(llm):
 
 
 def test_function_tools_become_tool_specs_with_their_json_schema():
-    spec = to_tool_spec(WEATHER)
+    [spec] = to_tool_specs([WEATHER])
     assert spec.name == "get_weather" and spec.description == "Current weather of a city."  # no Python signature line
     assert spec.parameters["properties"]["city"]["type"] == "string" and spec.parameters["required"] == ["city"]
 
 
 def test_a_description_the_user_wrote_is_kept_whole():
     written = FunctionTool.from_defaults(get_weather, description="get_weather(city) looks up the sky.\nCity names only.")
-    assert to_tool_spec(written).description == "get_weather(city) looks up the sky.\nCity names only."
-    assert to_tool_spec(FunctionTool.from_defaults(get_time, description="The time.")).description == "The time."
-    assert to_tool_spec(FunctionTool.from_defaults(lambda: 1, name="one")).description == ""  # only a signature
+    assert to_tool_specs([written])[0].description == "get_weather(city) looks up the sky.\nCity names only."
+    assert to_tool_specs([FunctionTool.from_defaults(get_time, description="The time.")])[0].description == "The time."
+    assert to_tool_specs([FunctionTool.from_defaults(lambda: 1, name="one")])[0].description == ""  # only a signature
 
 
 def test_a_tool_whose_schema_does_not_validate_is_rejected_with_its_name(llm):

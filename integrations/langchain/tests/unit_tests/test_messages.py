@@ -10,7 +10,8 @@ from asymspec_agents.context import SystemMessage as CoreSystem
 from asymspec_agents.context.tool_format import InvalidToolCall, ParsedToolCall
 from asymspec_agents.errors import InvalidInputError, InvalidToolSchemaError
 from langchain_asymspec.messages import (content_text, format_instruction, to_core_messages, to_tool_choice,
-                                         to_tool_specs, tool_call_chunk_of, with_format_instruction)
+                                         to_openai_tools, to_tool_specs, tool_call_chunk_of,
+                                         with_format_instruction)
 
 ADDER = {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
@@ -57,13 +58,16 @@ def test_tool_choice_conventions_map_to_the_core(choice, expected):
     assert to_tool_choice(choice, [ADDER]) == expected
 
 
-def test_tools_of_every_langchain_kind_become_openai_functions():
+def test_tools_of_every_langchain_kind_become_openai_functions_and_tool_specs():
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 
+    [function] = to_openai_tools([add])
+    assert function["function"]["name"] == "add" and function["function"]["parameters"]["required"] == ["a", "b"]
     [spec] = to_tool_specs([add])
-    assert spec["function"]["name"] == "add" and spec["function"]["parameters"]["required"] == ["a", "b"]
+    assert (spec.name, spec.description, spec.parameters) == ("add", "Add two integers.",
+                                                             function["function"]["parameters"])
 
 
 @pytest.mark.parametrize("tool", [{"type": "function", "function": {"description": "no name"}},

@@ -40,7 +40,7 @@ from asymspec_agents.engine.config import setting_fields
 from asymspec_agents.errors import InvalidInputError
 from asymspec_agents.models import AUTO, DEFAULT_VERIFIER, resolve_pair
 
-from .messages import assistant_message, to_chat_response, to_core_messages, to_tool_spec, tool_kwargs
+from .messages import assistant_message, to_chat_response, to_core_messages, to_tool_specs, tool_kwargs
 
 GENERATION_FIELDS = setting_fields()  # GenerationConfig's settings, declared as this LLM's fields
 ALIASES = {"max_tokens": "max_new_tokens"}  # LlamaIndex / OpenAI spelling -> GenerationConfig field
@@ -136,7 +136,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
         message (the last message is the user's and not an `Observation:`) must take an action."""
         llm = self.model_copy()
         llm._chat = self._chat
-        llm._react_tools = [to_tool_spec(tool) for tool in tools]
+        llm._react_tools = to_tool_specs(tools)
         llm._react_initial_choice = initial_tool_choice
         return llm
 
@@ -158,7 +158,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
 
     def count_tokens(self, messages: Sequence[ChatMessage], tools: Sequence | None = None) -> int:
         """Tokens the verifier reads for these messages (the compressed view)."""
-        return self._chat.count_tokens(to_core_messages(messages), [to_tool_spec(t) for t in tools or ()] or None)
+        return self._chat.count_tokens(to_core_messages(messages), to_tool_specs(tools) or None)
 
     # -----------------------------------------------------------------------------------------------------------
     # Chat and completion
@@ -221,7 +221,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
         tool_choice = kwargs.pop("tool_choice", None)
         if tool_required and tool_choice in (None, "auto"):
             tool_choice = "required"
-        return {"messages": messages, "tools": [to_tool_spec(tool) for tool in tools] or None,
+        return {"messages": messages, "tools": to_tool_specs(tools) or None,
                 "tool_choice": tool_choice, "parallel_tool_calls": allow_parallel_tool_calls, **kwargs}
 
     def _validate_chat_with_tools_response(self, response: ChatResponse, tools: Sequence[Any],
@@ -260,7 +260,7 @@ class AsymSpecLLM(FunctionCallingLLM, GenerationSettings):
         if full is not None:
             request["full_messages"] = with_later_messages(to_core_messages(list(full)), list(messages))
         if request.get("tools") is not None:
-            request["tools"] = [to_tool_spec(tool) for tool in request["tools"]] or None
+            request["tools"] = to_tool_specs(request["tools"]) or None
         elif self._react_tools:
             request.update(tools=self._react_tools, tool_format="react")
             if self._react_initial_choice and "tool_choice" not in request and _answers_the_user(messages):

@@ -47,7 +47,12 @@ def to_core_messages(messages: Sequence[ChatMessage]) -> list:
     return out
 
 
-def to_tool_spec(tool: Any) -> ToolSpec:
+def to_tool_specs(tools: Sequence[Any] | None) -> list[ToolSpec]:
+    """LlamaIndex tools as the core's `ToolSpec`s (as LangChain's `to_tool_specs` gives them)."""
+    return [_tool_spec(tool) for tool in tools or ()]
+
+
+def _tool_spec(tool: Any) -> ToolSpec:
     """A LlamaIndex tool (anything with `.metadata: ToolMetadata`), a core ToolSpec, or an OpenAI-style dict."""
     if isinstance(tool, (ToolSpec, dict)):
         return tool if isinstance(tool, ToolSpec) else ToolSpec.from_dict(tool)
