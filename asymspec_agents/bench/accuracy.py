@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gate", choices=["on", "off", "both"], help="keep AsymSpec systems with the gate on/off")
     parser.add_argument("--rules", nargs="+", choices=RULES, help="keep AsymSpec systems with these acceptance rules")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(RESULTS / "accuracy"), help="output folder")
+    parser.add_argument("--out", default=str(RESULTS / "accuracy"),
+                        help=f"output folder (default {RESULTS / 'accuracy'})")
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="write one result from the results.json of parts "
                         "of a grid run in separate processes (no model runs)")
     args = parser.parse_args(argv)

@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="tool_choice values: auto (the model decides) and required (forced)")
     parser.add_argument("--items", type=int, default=40, help="first items of each category (0: all; default 40)")
     parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
-    parser.add_argument("--out", default=str(RESULTS / "bfcl"), help="writes OUT.md, OUT.json and OUT.png")
+    parser.add_argument("--out", default=str(RESULTS / "bfcl"),
+                        help=f"writes OUT.md, OUT.json and OUT.png (default {RESULTS / 'bfcl'})")
     args = parser.parse_args(argv)
 
     from ..engine import AsymSpecEngine

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from ..plotting import pyplot
 
-RESULTS = Path("benchmarks/results")
+# where a benchmark writes unless --out says: a folder of the current directory (the repository's shipped results
+# are in benchmarks/results, written with --out benchmarks/results/NAME)
+RESULTS = Path("asymspec-results")
 
 
 def pydoc_text() -> str:

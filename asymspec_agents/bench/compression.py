@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..plotting import pyplot
+from .common import RESULTS
 
 NON_LLM_TARGET_MS_PER_1K = 20.0
 CACHED_STEP_TARGET_MS = 50.0
@@ -123,7 +124,7 @@ def _parse(argv):
     parser.add_argument("--repeats", type=int, default=20, help="timed repeats of the agent-step renders")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads for the model-based compressors (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--out", default=str(RESULTS), help=f"output folder (default {RESULTS})")
     return parser.parse_args(argv)
 
 

@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asymspec bench decisions", description=__doc__)
     parser.add_argument("--items", type=int, default=12)
     parser.add_argument("--kv-cache", default="int8", choices=["float32", "bfloat16", "int8"])
-    parser.add_argument("--out", default=str(RESULTS / "decisions"))
+    parser.add_argument("--out", default=str(RESULTS / "decisions"),
+                        help=f"output prefix (default {RESULTS / 'decisions'})")
     args = parser.parse_args(argv)
     from ..engine import AsymSpecEngine
 

@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--int8", action="store_true", help="also time an int8 copy of each float32 drafter")
     parser.add_argument("--contexts", type=int, nargs="+", default=[1000, 4000], help="context lengths in tokens")
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", default=str(RESULTS / "drafters"))
+    parser.add_argument("--out", default=str(RESULTS / "drafters"),
+                        help=f"output prefix (default {RESULTS / 'drafters'})")
     args = parser.parse_args(argv)
     from ..models import load_model
     from ..models.loading import quantized_copy

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafter-budget", type=int, metavar="TOKENS",
                         help="the drafter reads a retrieval view: the document's BM25 selection for the question, "
                              "at most TOKENS (default: the whole document)")
-    parser.add_argument("--out", default=str(RESULTS / "niah"), help="output folder (default benchmarks/results/niah)")
+    parser.add_argument("--out", default=str(RESULTS / "niah"), help=f"output folder (default {RESULTS / 'niah'})")
     parser.add_argument("--parts", nargs="+", metavar="FOLDER", help="merge the results of runs over other lengths "
                         "or needles (one process per core; a stopped run gives what it finished) into --out, and stop")
     args = parser.parse_args(argv)

@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contexts", type=int, default=8)
     parser.add_argument("--context-tokens", type=int, default=512)
     parser.add_argument("--precisions", nargs="+", default=["float32", "bfloat16", "int8"])
-    parser.add_argument("--out", default=str(RESULTS / "precision"))
+    parser.add_argument("--out", default=str(RESULTS / "precision"),
+                        help=f"output prefix (default {RESULTS / 'precision'})")
     args = parser.parse_args(argv)
     from ..models import load_model
 

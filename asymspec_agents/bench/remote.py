@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                         "replies are compared with the in-process ones, per rule (default: 20)")
     parser.add_argument("--verifier", help="the verifier's server (default: started here)")
     parser.add_argument("--drafter", help="the drafter's server (default: started here)")
-    parser.add_argument("--out", default=str(RESULTS / "remote"), help="output prefix (.json, .md, .png)")
+    parser.add_argument("--out", default=str(RESULTS / "remote"),
+                        help=f"output prefix of the .json, .md and .png (default {RESULTS / 'remote'})")
     args = parser.parse_args(argv)
     replies = [tuple(int(x) for x in cell.split("x")) for cell in args.replies]
     too_long = [f"{n}x{r}" for n, r in replies if n * r + args.reply_tokens >= WINDOW]

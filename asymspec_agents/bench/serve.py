@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--turns", type=int, default=3, help="turns per conversation")
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens per reply")
-    parser.add_argument("--out", help="output prefix (default: benchmarks/results/serve, serve-agent for agents)")
+    parser.add_argument("--out", help=f"output prefix (default {RESULTS / 'serve'}, {RESULTS / 'serve-agent'} for agents)")
     args = parser.parse_args(argv)
     args.out = args.out or str(RESULTS / ("serve" if args.workload == "chat" else "serve-agent"))
     from ..chat import AsymSpecChat

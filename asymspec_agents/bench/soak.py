@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bad-every", type=int, default=7, help="send a malformed request every Nth request")
     parser.add_argument("--sample-every", type=float, default=10.0, help="seconds between memory readings")
     parser.add_argument("--replay", type=int, default=12, help="completed requests sent again alone at the end")
-    parser.add_argument("--out", default=str(RESULTS / "soak"), help="output prefix (default benchmarks/results/soak)")
+    parser.add_argument("--out", default=str(RESULTS / "soak"), help=f"output prefix (default {RESULTS / 'soak'})")
     args = parser.parse_args(argv)
     from ..server.process import ServerProcess
 

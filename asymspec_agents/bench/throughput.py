@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k-max", type=int, default=16,
                         help="longest draft block, except for 'asymmetric ratio' (the paper's K = 2); transformers' "
                         "assisted generation starts at 20")
-    parser.add_argument("--out", default=str(RESULTS / "throughput"), help="path prefix of the .json/.md/.png files")
+    parser.add_argument("--out", default=str(RESULTS / "throughput"),
+                        help=f"path prefix of the .json/.md/.png files (default {RESULTS / 'throughput'})")
     args = parser.parse_args(argv)
     from ..engine import AsymSpecEngine
 
