@@ -21,7 +21,7 @@ a second request asks for exactly that token's log-probability (`logprob_token_i
 prefixes (remote_stream.py). Hence, with the verifier remote (t) and the drafter here:
 - greedy decoding on the verifier alone, and both rules' test of a draft (p_V(d), p'(d)), are exact;
 - a fused choice argmax(t + β·δ): a token outside the returned set has t ≤ t_N, so it can win only if t_N + β·δ
-  beats the best exactly known value; the loop (loop.py `_settle`) fetches the exact t of such tokens (up to 128
+  beats the best exactly known value; the loop (remote_stream.py `TruncatedRows.settle`) fetches the exact t of such tokens (up to 128
   a row, highest bound first), so greedy decoding equals the engine in process (measured before that: N = 20 flipped a fused choice whose token
   ranked 59th in the compressed verifier).
 With the drafter remote too, its rows a (full view) and b (compressed view) are truncated the same way: δ = a − b

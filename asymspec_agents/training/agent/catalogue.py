@@ -6,7 +6,7 @@ library where the tool is a real function, otherwise a plausible invented value)
 result (`answer`) and what it does in a few words (`task`, for "none of my tools can …" replies).
 
 Nothing here is taken from a benchmark: the tools, names and wordings are written for this file, and the
-benchmarks' own tools (`bench.tasks`, BFCL) are never read by the training code.
+benchmarks' own tools (`stdlib_text.TOOL_MODULES`, BFCL) are never read by the training code.
 """
 
 from __future__ import annotations
