@@ -1,7 +1,7 @@
 """Models on a serving engine: a stock vLLM server scores and drafts by token ids (docs/deploy.md).
 
 `RemoteModel` is the connection to one served model (its name, window and tokenizer, retries, the request shapes);
-`remote_stream.RemoteStream` stands where a local model's `KVStream` stands in the engine. The server keeps no
+`engine.remote_stream.RemoteStream` stands where a local model's `KVStream` stands in the engine. The server keeps no
 state of ours but its prefix cache, so any coordinator can send any conversation's next block.
 
 Request shapes (`scoring=`). vLLM skips its prefix cache for any request that asks for prompt log-probabilities,
@@ -21,9 +21,9 @@ a second request asks for exactly that token's log-probability (`logprob_token_i
 prefixes (remote_stream.py). Hence, with the verifier remote (t) and the drafter here:
 - greedy decoding on the verifier alone, and both rules' test of a draft (p_V(d), p'(d)), are exact;
 - a fused choice argmax(t + β·δ): a token outside the returned set has t ≤ t_N, so it can win only if t_N + β·δ
-  beats the best exactly known value; the loop (remote_stream.py `TruncatedRows.settle`) fetches the exact t of such tokens (up to 128
-  a row, highest bound first), so greedy decoding equals the engine in process (measured before that: N = 20 flipped a fused choice whose token
-  ranked 59th in the compressed verifier).
+  beats the best exactly known value; the loop (`engine.remote_stream.TruncatedRows.settle`) fetches the exact t
+  of such tokens (up to 128 a row, highest bound first), so greedy decoding equals the engine in process (N = 20
+  without this flipped a fused choice whose token ranked 59th in the compressed verifier).
 With the drafter remote too, its rows a (full view) and b (compressed view) are truncated the same way: δ = a − b
 is exact on tokens both returned and at the drafts; a token a row did not return is read at the row's N-th value
 (the most it can have), so a difference errs towards δ = 0; tokens none of the rows returned are not exact, nor is
