@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="distil a cheaper drafter from the verifier's own layers; `asymspec distill-drafter -h`")
     commands.add_parser("train-agent", add_help=False,
                         help="tune a verifier to decide, call tools and answer (LoRA); `asymspec train-agent -h`")
+    commands.add_parser("pair", add_help=False,
+                        help="what a pair is, from configs and tokenizers only; `asymspec pair -h`")
     commands.add_parser("serve", add_help=False,
                         help="an OpenAI-compatible HTTP server over a pair (needs the `serve` extra); `asymspec serve -h`")
     args, rest = parser.parse_known_args(argv)
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         return server.main(rest) or 0
+    if args.command == "pair":
+        return run_command(importlib.import_module("asymspec_agents.pair").main, rest)
     if args.command in TRAINERS:
         return run_command(importlib.import_module(TRAINERS[args.command]).main, rest)
     if args.command == "bench":

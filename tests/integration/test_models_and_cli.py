@@ -104,3 +104,12 @@ def test_generate_command_runs_the_heterogeneous_pair_and_says_it_bridges():
     assert "bridging over" in run.stderr and "49152 vs 262144" in run.stderr
     data = json.loads(run.stdout.strip().splitlines()[-1])
     assert data["stats"]["drafted"] > 0 and set(data["stats"]["streams"]) == {"S_full", "S_comp", "V_comp"}
+
+
+def test_pair_describes_the_default_pair_and_a_bridged_one_from_configs_alone():
+    default = cli("pair")
+    assert default.returncode == 0, default.stderr
+    assert "bundled-agent-small" in default.stdout and "vocabulary: shared, 49152 tokens" in default.stdout
+    assert all(len(line) <= 80 for line in default.stdout.splitlines())
+    hetero = cli("pair", "bundled-hetero")
+    assert hetero.returncode == 0 and "vocabulary: bridged over" in hetero.stdout, hetero.stderr

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from asymspec_agents import cli
+from asymspec_agents import cli, pair
 from asymspec_agents.server import app
 
 
@@ -16,7 +16,8 @@ def generate_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.parametrize("build", [generate_parser, app.build_parser], ids=["generate", "serve"])
+@pytest.mark.parametrize("build", [generate_parser, app.build_parser, pair.build_parser],
+                         ids=["generate", "serve", "pair"])
 def test_every_option_has_help_and_the_help_fits_80_columns(build, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     parser = build()
