@@ -35,8 +35,8 @@ from ..aio import iterate_in_thread
 from ..chat import AsymSpecChat
 from ..context.tool_format import ParsedToolCall
 from ..engine import GenerationConfig
-from ..models.remote import RemoteModelError, is_remote
 from ..errors import AsymSpecError, ContextTooLongError
+from ..models.remote import RemoteModelError, is_remote
 from . import openai_format as wire
 from .metrics import ServerMetrics
 from .process import DRAIN_SECONDS
@@ -53,11 +53,13 @@ log = logging.getLogger("asymspec.serve")  # one line per request at INFO
 
 def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: int = DEFAULT_MAX_QUEUE,
                config: GenerationConfig | None = None, api_keys: tuple[str, ...] = (),
-               max_tokens_limit: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+               max_tokens_limit: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               request_timeout: float | None = None) -> FastAPI:
     """The app serving `chat` as `model_name`; `config`: the generation settings requests start from; `api_keys`:
     the keys a `/v1/*` request must bear (none: open to whoever reaches the port); `max_tokens_limit`: the most new
     tokens a request may ask for (400 past it; past the models' window always); `max_body_bytes`: the largest
-    request body read (413 past it)."""
+    request body read (413 past it); `request_timeout`: seconds a reply may take (504 past it, or an error event in
+    a stream; the decode stops at its next block, which leaves the conversation's caches as they were)."""
     window = chat.engine.context_window
     token_limit = min(window, max_tokens_limit or window)
     base = config or chat.config
@@ -159,12 +161,17 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
         started = time.perf_counter()
         request_id = wire.new_request_id()
         deltas = iterate_in_thread(lambda: chat.stream(**arguments))
+        deadline = None if request_timeout is None else started + request_timeout
         try:
-            first = await deltas.__anext__()  # bad messages or tools fail here: a 4xx, not a broken stream
+            first = await _next(deltas, deadline)  # bad messages or tools fail here: a 4xx, not a broken stream
             metrics.first_token.observe(time.perf_counter() - started)
         except AsymSpecError as exc:
             admitted -= 1
             return _client_error(exc)
+        except ReplyTimedOut as exc:
+            admitted -= 1
+            await deltas.aclose()
+            return _timed_out(exc)
         except BaseException:
             admitted -= 1
             raise
@@ -176,7 +183,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
             reply = first.reply
             try:
                 yield first
-                async for delta in deltas:
+                while (delta := await _next(deltas, deadline)) is not None:
                     reply = delta.reply or reply
                     yield delta
             finally:
@@ -194,12 +201,36 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                     reply = delta.reply or reply
             except AsymSpecError as exc:  # e.g. a remote verifier that went down mid-reply
                 return _client_error(exc)
+            except ReplyTimedOut as exc:
+                return _timed_out(exc)
             return wire.completion(reply, model_name, request_id)
         include_usage = bool((body.stream_options or {}).get("include_usage"))
         return StreamingResponse(_events(all_deltas(), model_name, request_id, include_usage),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     return app
+
+
+class ReplyTimedOut(Exception):
+    """A reply took longer than the server's --request-timeout."""
+
+
+async def _next(deltas: AsyncIterator, deadline: float | None):
+    """The next delta, None at the end; ReplyTimedOut once `deadline` (perf_counter seconds) passes. Cancelling the
+    wait stops the decode's worker at its next block (aio.iterate_in_thread)."""
+    try:
+        if deadline is None:
+            return await deltas.__anext__()
+        return await asyncio.wait_for(deltas.__anext__(), max(0.0, deadline - time.perf_counter()))
+    except StopAsyncIteration:
+        return None
+    except asyncio.TimeoutError:
+        raise ReplyTimedOut("The reply took longer than this server's --request-timeout allows and was stopped; "
+                            "ask for fewer max_tokens, or retry.") from None
+
+
+def _timed_out(exc: ReplyTimedOut) -> JSONResponse:
+    return JSONResponse(wire.error_body(str(exc), "timeout", "request_timeout"), status_code=504)
 
 
 async def _events(deltas: AsyncIterator, model: str, request_id: str, include_usage: bool) -> AsyncIterator[str]:
@@ -219,7 +250,9 @@ async def _events(deltas: AsyncIterator, model: str, request_id: str, include_us
                 yield _event(wire.chunk(model, request_id, {}, delta.reply.finish_reason))
                 if include_usage:
                     yield _event(wire.chunk(model, request_id, reply=delta.reply))
-    except Exception as exc:  # the status line is sent: report in the stream, as OpenAI's servers do
+    except ReplyTimedOut as exc:  # the status line is sent: report in the stream, as OpenAI's servers do
+        yield _event(wire.error_body(str(exc), "timeout", "request_timeout"))
+    except Exception as exc:
         yield _event(wire.error_body(f"Generation failed: {exc}", "server_error"))
     yield "data: [DONE]\n\n"
 
@@ -338,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.max_queue < 1:
         parser.error("--max-queue must be at least 1")
+    if args.request_timeout is not None and not args.request_timeout > 0:
+        parser.error("--request-timeout is a number of seconds above 0")
     try:
         chat, config = _build(args, arguments.settings(args))
     except AsymSpecError as exc:
@@ -347,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                         level=args.log_level.upper(), stream=sys.stderr)
     keys = tuple(args.api_key or ()) + ((os.environ[API_KEY_ENV],) if os.environ.get(API_KEY_ENV) else ())
     app = create_app(chat, model_name=args.model_name, max_queue=args.max_queue, config=config, api_keys=keys,
-                     max_tokens_limit=args.max_tokens_limit, max_body_bytes=int(args.max_body_mb * (1 << 20)))
+                     max_tokens_limit=args.max_tokens_limit, max_body_bytes=int(args.max_body_mb * (1 << 20)),
+                     request_timeout=args.request_timeout)
     access = (f"{len(keys)} API key{'s' * (len(keys) > 1)} required on /v1/*" if keys else
               "no API key: open to whoever reaches the port (--api-key or ASYMSPEC_API_KEY sets one)")
     print(f"asymspec serve: {args.model_name} on http://{args.host}:{args.port}/v1 - {_describe(args, chat, config)}"
@@ -393,6 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "for (400 past it; default: the models' window)")
     parser.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_BYTES / (1 << 20),
                         help=f"the largest request body read, MiB; 413 past it (default {DEFAULT_MAX_BODY_BYTES >> 20})")
+    parser.add_argument("--request-timeout", type=float, metavar="SECONDS", help="the most a reply may take; "
+                        "504 past it (an error event in a stream), the decode stopped (default: no limit)")
     parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
                         help=f"requests admitted at once, running or waiting; more get 503 (default {DEFAULT_MAX_QUEUE})")
     parser.add_argument("--kv-budget-gib", type=float, default=None,

@@ -102,3 +102,23 @@ def test_a_conversation_bigger_than_the_kv_budget_evicts_the_others_never_itself
         assert evicted["asymspec"]["cache"] != "continued"  # read afresh, served all the same
         assert json.dumps(evicted["choices"][0]["message"])
     assert server.returncode == 0 and "Traceback" not in server.log(), server.log()[-3000:]
+
+
+def test_a_reply_past_the_request_timeout_is_a_504_and_its_conversation_goes_on_unchanged():
+    counting = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]  # minutes (raw model)
+    with ServerProcess(["--verifier", "bundled", "--request-timeout", "3", "--log-level", "warning"]) as server:
+        short = post(server, counting, max_tokens=6)["choices"][0]["message"]
+        started = time.monotonic()
+        response = httpx.post(server.base_url + "/chat/completions", timeout=120,
+                              json={"model": "asymspec", "messages": counting, "max_tokens": 2000})
+        assert response.status_code == 504 and response.json()["error"]["code"] == "request_timeout", response.text
+        assert "--request-timeout" in response.json()["error"]["message"]
+        assert time.monotonic() - started < 30  # stopped at its next block, not after 2000 tokens
+        with httpx.stream("POST", server.base_url + "/chat/completions", timeout=120,
+                          json={"model": "asymspec", "messages": counting, "max_tokens": 2000, "stream": True}) as s:
+            events = [line for line in s.iter_lines() if line.startswith("data: ")]
+        assert events[-1] == "data: [DONE]" and '"request_timeout"' in events[-2], events[-3:]
+        assert wait_for(lambda: server.health()["admitted"] == 0), server.health()
+        again = post(server, counting, max_tokens=6)  # the conversation reads as before the timeouts
+        assert again["choices"][0]["message"] == short
+    assert server.returncode == 0 and "Traceback" not in server.log(), server.log()[-3000:]
