@@ -21,8 +21,8 @@ from .context.tools import check_tool_choice
 from .context.tool_format import (TOOL_CALL_CLOSE, TOOL_CALL_OPEN, InvalidToolCall, ParsedToolCall,
                                   parse_tool_calls)
 from .engine import AsymSpecEngine, GenerationConfig, GenerationStats
-from .models.remote import is_remote
 from .errors import InvalidInputError
+from .models.remote import is_remote
 
 
 class WindowWarning(UserWarning):

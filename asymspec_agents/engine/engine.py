@@ -14,6 +14,7 @@ from ..errors import ConfigError, ContextTooLongError, InvalidInputError
 from ..errors import VocabularyMismatchError
 from ..models import (AUTO, DEFAULT_VERIFIER, check_shared_vocabulary, config_window, load_model,
                       load_tokenizer, resolve_pair)
+from ..models.remote import is_remote, is_url
 from ..threads import configure_threads
 from .bridge import VocabularyBridge
 from .config import MODES, GenerationConfig, Mode
@@ -22,7 +23,6 @@ from .copying import CopyingStream
 from .kv_cache import PRECISIONS
 from .loop import DecodingLoop
 from .pool import DEFAULT_KV_BUDGET, CachePool, StreamKey, StreamSet
-from ..models.remote import is_remote, is_url
 from .remote_stream import RemoteStream
 from .stats import GenerationStats
 from .streams import KVStream
