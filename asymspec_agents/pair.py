@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from .engine.config import GenerationConfig
 from .errors import VocabularyMismatchError
@@ -59,7 +60,7 @@ def card(name: str, tokenizer=None) -> ModelCard:
         from .models import load_model
 
         model, tokenizer = load_model(name, tokenizer=tokenizer)  # a connection: no weights
-        folder = model.root if model.root and _is_dir(model.root) else None
+        folder = model.root if model.root and Path(model.root).is_dir() else None
         config = AutoConfig.from_pretrained(folder) if folder else None
         return ModelCard(name, name, config_window(model.config), config and flops_per_token(config), model.tokenizer)
     source = QUANTIZED.get(str(name), name)
@@ -161,12 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _eos(tokenizer) -> set[int]:
     return {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-
-
-def _is_dir(path: str) -> bool:
-    from pathlib import Path
-
-    return Path(path).is_dir()
 
 
 def _short(text: str, width: int) -> str:

@@ -19,7 +19,6 @@ from .decisions import DecisionPolicy
 from .fusion import GREEDY_BELOW
 
 
-
 class Mode(NamedTuple):
     """Which view each stream of a mode reads (docs/design.md §3)."""
 
@@ -73,7 +72,8 @@ SEEDS = (-2**63, 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 @dataclass
 class GenerationConfig:
-    """How one call decodes. `temperature=0` (or below `GREEDY_BELOW`) is greedy; sampling applies top-k/top-p to draft and target alike.
+    """How one call decodes. `temperature=0` (or below `GREEDY_BELOW`) is greedy; sampling applies top-k/top-p to
+    draft and target alike.
 
     A field left `None` takes its mode's default (`resolved()`; the table is in docs/design.md §4).
     `acceptance="ratio"` accepts a draft d iff p_V(d | comp) > γ_eff·p_S(d | comp) and fuses only the token it

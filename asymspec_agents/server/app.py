@@ -229,8 +229,12 @@ async def _next(deltas: AsyncIterator, deadline: float | None):
                             "ask for fewer max_tokens, or retry.") from None
 
 
+def _timeout_body(exc: ReplyTimedOut) -> dict:
+    return wire.error_body(str(exc), "timeout", "request_timeout")
+
+
 def _timed_out(exc: ReplyTimedOut) -> JSONResponse:
-    return JSONResponse(wire.error_body(str(exc), "timeout", "request_timeout"), status_code=504)
+    return JSONResponse(_timeout_body(exc), status_code=504)
 
 
 async def _events(deltas: AsyncIterator, model: str, request_id: str, include_usage: bool) -> AsyncIterator[str]:
@@ -251,7 +255,7 @@ async def _events(deltas: AsyncIterator, model: str, request_id: str, include_us
                 if include_usage:
                     yield _event(wire.chunk(model, request_id, reply=delta.reply))
     except ReplyTimedOut as exc:  # the status line is sent: report in the stream, as OpenAI's servers do
-        yield _event(wire.error_body(str(exc), "timeout", "request_timeout"))
+        yield _event(_timeout_body(exc))
     except Exception as exc:
         yield _event(wire.error_body(f"Generation failed: {exc}", "server_error"))
     yield "data: [DONE]\n\n"
