@@ -24,7 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..plotting import pyplot
-from .common import RESULTS, markdown_table, median, pydoc_text, wilson
+from .common import RESULTS, markdown_table, median, pydoc_text, wilson, write_json, write_report
 from .tasks import TASKS, Item, build
 
 # name -> (verifier, drafter) for AsymSpecEngine.shared
@@ -169,9 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_results(results: dict, out: Path) -> None:
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "results.md").write_text(render_markdown(results))
-    plot_all(results, out)
+    write_json(out / "results.json", results)
+    write_report(out / "results.md", render_markdown(results), lambda: plot_all(results, out))
     print((out / "results.md").read_text())
 
 

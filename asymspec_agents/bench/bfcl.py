@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from ..models import AUTO
 from ..plotting import pyplot
-from .common import RESULTS, markdown_table, wilson, write_json
+from .common import RESULTS, markdown_table, wilson, write_json, write_report
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance", "live_relevance", "live_irrelevance")
 AST_CATEGORIES = ("simple_python", "multiple", "parallel")
@@ -88,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                     # after every cell: a long run that is stopped keeps what it measured
                     write_json(out.with_suffix(".json"), {"settings": vars(args), "rows": rows})
     report = {"settings": vars(args), "rows": rows}
-    out.with_suffix(".md").write_text(render(report))
-    plot(report, out.with_suffix(".png"))
+    write_report(out.with_suffix(".md"), render(report), lambda: plot(report, out.with_suffix(".png")))
     print(render(report, terminal=True))
     return 0
 
@@ -226,9 +225,7 @@ def _args(settings: dict) -> list[str]:
 
 
 def plot(report: dict, path: Path) -> None:
-    plt = pyplot(optional=True)
-    if plt is None:
-        return
+    plt = pyplot()
     rows = report["rows"]
     labels = list(dict.fromkeys(r["category"] for r in rows))
     series = list(dict.fromkeys((r["verifier"], r["system"], r["choice"]) for r in rows))

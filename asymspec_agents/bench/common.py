@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from ..plotting import pyplot
@@ -38,12 +39,13 @@ def write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def write_report(prefix: str, markdown: str, report: dict, plot) -> None:
-    """A benchmark's report beside its JSON: `prefix.md`, and `plot(report, "prefix.png")` where matplotlib is
-    installed (`pip install 'asymspec-agents[bench]'`)."""
-    Path(prefix + ".md").write_text(markdown)
-    if pyplot(optional=True) is not None:
-        plot(report, prefix + ".png")
+def write_report(markdown_path: Path | str, markdown: str, plot: Callable[[], object] | None = None) -> None:
+    """A benchmark's report: its markdown, and its plots (`plot()`) where matplotlib is installed
+    (`pip install 'asymspec-agents[bench]'`)."""
+    Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(markdown_path).write_text(markdown)
+    if plot is not None and pyplot(optional=True) is not None:
+        plot()
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:

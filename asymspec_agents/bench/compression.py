@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
-import json
 import os
 import platform
 import random
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..plotting import pyplot
-from .common import RESULTS
+from .common import RESULTS, write_json, write_report
 
 NON_LLM_TARGET_MS_PER_1K = 20.0
 CACHED_STEP_TARGET_MS = 50.0
@@ -100,10 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {"non_llm_ms_per_1k": NON_LLM_TARGET_MS_PER_1K, "cached_step_ms": CACHED_STEP_TARGET_MS},
     }
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compression.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "compression.md").write_text(_markdown(results))
-    _plot(results, out / "compression.png")
+    write_json(out / "compression.json", results)
+    write_report(out / "compression.md", _markdown(results), lambda: _plot(results, out / "compression.png"))
     print(_markdown(results))
     print(f"wrote {out / 'compression.json'}, {out / 'compression.md'}, {out / 'compression.png'}")
     return 0

@@ -10,13 +10,12 @@ ending blocks early (seconds per item, blocks per item).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
-from .common import RESULTS, markdown_table, median
+from .common import RESULTS, markdown_table, median, write_json, write_report
 from .tasks import build
 
 NEEDLE_TRIGGER = r"\b(?:vault|code) (?:is|was)\s*:?\s*$"  # the needle answer: "... vault is 1234"
@@ -35,9 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(engine, args.items)
     report = {"settings": vars(args), "rows": rows}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    Path(str(out) + ".json").write_text(json.dumps(report, indent=2) + "\n")
-    Path(str(out) + ".md").write_text(render(report))
+    write_json(Path(str(out) + ".json"), report)
+    write_report(str(out) + ".md", render(report))
     print(render(report))
     return 0
 

@@ -100,7 +100,7 @@ def write_outputs(report: dict, prefix: str) -> None:
     text = (f"# Drafter cost per token ({report['date']}, {report['threads']} torch threads)\n\n"
             f"One-token decode forward keeping one logits row, median; × V: relative to the verifier "
             f"`{verifier}` at the same context.\n\n" + markdown_table(header, rows))
-    write_report(prefix, text, report, plot)
+    write_report(prefix + ".md", text, lambda: plot(report, prefix + ".png"))
 
 
 def plot(report: dict, path: str) -> None:

@@ -32,7 +32,7 @@ from ..engine.config import DELTA_SOURCES, GenerationConfig
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
 from .accuracy import RULES, STUDENT_ALONE, System, run_item, summarize, systems
 from ..plotting import pyplot
-from .common import RESULTS, markdown_table
+from .common import RESULTS, markdown_table, write_report
 from .tasks import Item
 
 INSTRUCTION = "You are a helpful AI bot that answers questions for a user. Keep your response short and direct."
@@ -295,8 +295,7 @@ def cell_scores(records: list[dict], system: str, compressor: str, ratio: int) -
 
 def write_results(results: dict, out: Path) -> None:
     save(results, out)
-    (out / "results.md").write_text(render_markdown(results))
-    plot(results, out)
+    write_report(out / "results.md", render_markdown(results), lambda: plot(results, out))
     print((out / "results.md").read_text())
 
 
@@ -361,9 +360,7 @@ def _ceiling_found(records: list[dict], missed: dict) -> bool:
 
 def plot(results: dict, out: Path) -> None:
     """Per compression: one heatmap per system, and the gap the default rule closes per cell."""
-    plt = pyplot(optional=True)
-    if plt is None:
-        return
+    plt = pyplot()
     grid = results["grid"]
     names = grid["systems"]
     lengths, depths = list(grid["lengths"]), list(grid["depths"])

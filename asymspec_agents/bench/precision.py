@@ -142,7 +142,7 @@ def write_outputs(report: dict, prefix: str) -> None:
         lines.append(f"\n## KV cache {precision}\n\n" + markdown_table(
             ["slot", "max |Δ|", "mean |Δ|", "mean |Δ| at slot 0", "KL", "KL at slot 0", "argmax flips", "flips at slot 0"],
             table))
-    write_report(prefix, "".join(lines), report, plot)
+    write_report(prefix + ".md", "".join(lines), lambda: plot(report, prefix + ".png"))
 
 
 def _late_over_early(rows: list[dict]) -> float:

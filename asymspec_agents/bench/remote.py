@@ -296,7 +296,7 @@ def write_outputs(report: dict, prefix: str) -> None:
             "remote (V) and with both models remote; right and s/reply (medians, warm caches after the first "
             "item): in process / V remote / both remote / the remote Ceiling (the verifier alone on the full view).\n\n"
             + markdown_table(["task", "rule", "items", "same, V", "same, both", "right", "s/reply"], fidelity_rows))
-    write_report(prefix, text, report, plot)
+    write_report(prefix + ".md", text, lambda: plot(report, prefix + ".png"))
 
 
 def plot(report: dict, path: str) -> None:

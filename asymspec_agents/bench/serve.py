@@ -162,7 +162,7 @@ def write_outputs(report: dict, prefix: str) -> None:
             f"{each}. Latency per request; tokens/s of the whole run; "
             "hit: calls served from their conversation's own cache set.\n\n"
             + markdown_table(["transport", "clients", "requests", "p50 s", "p95 s", "tokens/s", "hit"], rows))
-    write_report(prefix, text, report, plot)
+    write_report(prefix + ".md", text, lambda: plot(report, prefix + ".png"))
 
 
 def plot(report: dict, path: str) -> None:

@@ -295,7 +295,7 @@ def write_outputs(report: dict, prefix: str) -> None:
             f"(budget {report['kv_budget_bytes'] / (1 << 20):.0f} MiB, exceeded only while sets are in use); "
             f"{max((s['evictions'] or 0 for s in report['samples']), default=0)} conversations' caches evicted.\n"
             f"- Sent again alone on the idle server: {equal}/{len(report['replays'])} replies equal.\n")
-    write_report(prefix, text, report, plot)
+    write_report(prefix + ".md", text, lambda: plot(report, prefix + ".png"))
 
 
 def plot(report: dict, path: str) -> None:

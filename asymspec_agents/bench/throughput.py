@@ -208,7 +208,7 @@ def write_outputs(report: dict, prefix: str) -> None:
             + markdown_table(header, rows)
             + "\n## One verifier forward over k new tokens, relative to k = 1\n\n"
             + markdown_table(["prompt", *(f"k={k}" for k in sizes), "k=2, last row's logits only", "k=1 ms"], cost_rows))
-    write_report(prefix, text, report, plot)
+    write_report(prefix + ".md", text, lambda: plot(report, prefix + ".png"))
 
 
 def plot(report: dict, path: str) -> None:
