@@ -26,6 +26,7 @@ BENCHMARKS = {
     "soak": ("soak", "minutes of clients, cancellations and bad requests; memory"),
     "remote": ("remote", "models on vLLM servers vs in process (make vllm-venv)"),
     "bfcl": ("bfcl", "tool calling on BFCL's items and AST checker (bfcl-eval)"),
+    "profile": ("profile", "where a reply's seconds go: streams and phases vs the Ceiling"),
 }
 
 

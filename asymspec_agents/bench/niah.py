@@ -260,12 +260,13 @@ class Haystack:
         return NeedleItem(f"niah-{needle.kind}", f"{needle.name}-{length}-{depth}", messages, needle.facts[0],
                           "test", query=needle.question, facts=needle.facts)
 
-    def document(self, needle: Needle, tokens: int, depth: int) -> str:
-        """`tokens` of the essays with the needle at `depth` percent, at the end of the sentence before it."""
+    def document(self, needle: Needle, tokens: int, depth: int, offset: int = 0) -> str:
+        """`tokens` of the essays from token `offset` on, with the needle at `depth` percent, at the end of the
+        sentence before it."""
         needle_ids = self.tokenizer("\n" + needle.text + "\n", add_special_tokens=False)["input_ids"]
-        context = self.ids[:max(0, tokens - len(needle_ids))]
+        context = self.ids[offset:offset + max(0, tokens - len(needle_ids))]
         if len(context) < tokens - len(needle_ids):
-            raise ValueError(f"the essays hold {len(self.ids)} tokens, fewer than the {tokens} asked for")
+            raise ValueError(f"the essays hold {len(self.ids)} tokens, fewer than {offset} + {tokens} asked for")
         at = len(context) if depth >= 100 else len(context) * depth // 100
         while at > 0 and context[at - 1] not in self.periods:
             at -= 1

@@ -27,7 +27,8 @@ class StreamStats:
     decode_sizes: Counter = field(default_factory=Counter)  # tokens per decode forward -> forwards
     decode_partial_logits: Counter = field(default_factory=Counter)  # the same, for forwards keeping only some logits
     flops: float = 0.0  # local models only: a server's work is not counted here
-    seconds: float = 0.0
+    seconds: float = 0.0  # prefill and decode
+    prefill_seconds: float = 0.0
     requests: int = 0  # a model on a server: HTTP requests this stream sent (models/remote.py)
     lookahead_rows: int = 0  # ... forwards served from an earlier generation request, without one
     fill_ins: int = 0  # ... of which asked for exact values a first request did not return (drafts, fused candidates)

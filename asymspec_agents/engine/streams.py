@@ -192,6 +192,7 @@ class KVStream:
         if prefill:
             s.prefill_tokens += n
             s.prefill_forwards += 1
+            s.prefill_seconds += seconds
         else:
             s.decode_tokens += n
             s.decode_forwards += 1
