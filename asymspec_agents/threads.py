@@ -8,6 +8,7 @@ the 1-minute load average leaves free, chosen once, when the first model loads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -42,3 +43,52 @@ def configure_threads(threads: int | None = None) -> int:
         torch.set_num_threads(min(_TORCH_DEFAULT, free_cores()))
         _chosen = True
     return torch.get_num_threads()
+
+
+# -- one OpenMP thread pool per process -------------------------------------------------------------------------
+# torch's CPU kernels run on OpenMP (libgomp in Linux wheels), which keeps a pool of worker threads per thread that
+# ran a parallel kernel. Once two threads own pools, libgomp holds more threads than there are cores and stops
+# spinning while it waits: on 2 cores a one-token forward then takes 59 ms instead of 35 (a 4M-element `exp` in the
+# main thread is enough to slow every forward of another thread from then on). So the engine runs every local
+# forward on one thread (batching.py), and a thread that decodes beside it does its own, small, torch work on one
+# core with no pool of its own (`single_core`).
+
+
+def _libgomp():
+    """The libgomp this process loaded (torch's), or None (other platforms and OpenMP runtimes)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            path = next((line.split()[-1] for line in maps if "libgomp" in line and line.split()[-1].startswith("/")),
+                        None)
+    except OSError:
+        return None
+    if path is None:
+        return None
+    import ctypes
+
+    try:
+        library = ctypes.CDLL(path)
+        library.omp_pause_resource_all, library.omp_set_num_threads, library.omp_get_max_threads  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return library
+
+
+_gomp = _libgomp()
+
+
+@contextlib.contextmanager
+def single_core():
+    """This thread's torch work on one core, with no OpenMP pool of its own, until the block ends (then as it was).
+    Leaves the cores to the forward thread; a pool this thread made before (loading models, say) is let go."""
+    if _gomp is None:
+        yield
+        return
+    torch.get_num_threads()  # torch sets each thread's OpenMP count on first use: let it, before changing it
+    before = _gomp.omp_get_max_threads()
+    _gomp.omp_pause_resource_all(1)  # omp_pause_soft: this thread's pool goes
+    _gomp.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        _gomp.omp_set_num_threads(before)

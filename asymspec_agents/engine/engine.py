@@ -15,7 +15,8 @@ from ..errors import VocabularyMismatchError
 from ..models import (AUTO, DEFAULT_VERIFIER, check_shared_vocabulary, config_window, load_model,
                       load_tokenizer, resolve_pair)
 from ..models.remote import is_remote, is_url
-from ..threads import configure_threads
+from ..threads import configure_threads, single_core
+from .batching import FORWARDS
 from .bridge import VocabularyBridge
 from .config import MODES, GenerationConfig, Mode
 from .constraints import TokenConstraint
@@ -54,11 +55,11 @@ class AsymSpecEngine:
     between them; token ids passed in and returned are always the verifier's.
     Any number of threads may call one engine. Each conversation keeps its own set of KV streams in a pool
     (pool.py: a call continues the set of its conversation, or branches from the longest shared prefix; least
-    recently used sets go when the pool exceeds `kv_budget` bytes). Local forwards of different calls take turns
-    under one compute lock: a CPU forward already uses every core, so running two at once only adds contention,
-    while taking turns keeps a short reply from waiting for a long one. A model on a server (models/remote.py)
-    takes no lock: the calls' requests reach it together and it batches them. Results equal serial calls (up to a
-    server's own batch-dependent arithmetic, docs/deploy.md).
+    recently used sets go when the pool exceeds `kv_budget` bytes). Local forwards of all calls run on one thread,
+    one at a time (a CPU forward already uses every core), and those that wait together run as one ragged forward
+    per model (batching.py): throughput grows with conversations, and a short reply never waits for a long one to
+    end. A model on a server (models/remote.py) gets the calls' requests together and batches them itself. Results
+    equal serial calls up to the float rounding of a batch (and a server's own, docs/deploy.md).
     """
 
     def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",
@@ -94,7 +95,6 @@ class AsymSpecEngine:
         self.kv_cache = kv_cache
         if kv_budget < 0:
             raise ConfigError(f"kv_budget is a number of bytes >= 0, got {kv_budget!r}.")
-        self._compute = threading.Lock()  # one local forward at a time, whichever conversation it serves
         self.pool = CachePool(self._new_stream, kv_budget)
 
     @classmethod
@@ -195,7 +195,7 @@ class AsymSpecEngine:
 
     def _stream(self, prompts: dict[StreamKey, list[int]], mode: Mode, config: GenerationConfig,
                 constraint: TokenConstraint | None, cache_scope: str | None = None) -> Iterator[StreamChunk]:
-        with self.pool.acquire(prompts, mode.streams, cache_scope) as (streams, how):
+        with self.pool.acquire(prompts, mode.streams, cache_scope) as (streams, how), FORWARDS.call():
             started = time.perf_counter()
             loop = self._loop(streams, prompts, mode, config, constraint)
             loop.stats.cache = how
@@ -205,7 +205,8 @@ class AsymSpecEngine:
             blocks = loop.run()
             try:
                 while True:
-                    tokens = next(blocks, None)  # one block; other calls' forwards run in between
+                    with single_core():  # the forward thread has the cores (threads.py)
+                        tokens = next(blocks, None)  # one block; other calls' forwards run beside it
                     if tokens is None:
                         break
                     ended = loop.finish_reason is not None
@@ -263,7 +264,7 @@ class AsymSpecEngine:
         if is_remote(model):
             return RemoteStream(model, role, view, self.vocab_size)
         vocab = self.bridge.drafter_vocab if self.bridge is not None and role == "drafter" else self.vocab_size
-        return KVStream(model, role, view, vocab, self.kv_cache, lock=self._compute)
+        return KVStream(model, role, view, vocab, self.kv_cache)
 
     def _prompts(self, full_ids, comp_ids, mode: Mode) -> dict[StreamKey, list[int]]:
         """Every stream's prompt a call in `mode` knows, by (role, view), for the pool to match and the loop to

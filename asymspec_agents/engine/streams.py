@@ -6,8 +6,6 @@ prefills only the rest; rollback after a verification block crops by length (nev
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -15,6 +13,7 @@ from typing import Protocol
 import torch
 from transformers.cache_utils import DynamicLayer
 
+from .batching import FORWARDS, Request
 from .kv_cache import make_cache
 from .stats import StreamStats
 
@@ -59,18 +58,14 @@ class Stream(Protocol):
 class KVStream:
     concurrent = False  # its forwards use this machine's cores, taken one at a time (`lock`)
 
-    def __init__(self, model, role: str, view: str, vocab_size: int, kv_cache: str = "float32", lock=None):
-        """`lock`: held around every forward; an engine shares one among all its streams, since a CPU forward
-        already uses every core (two at once only contend)."""
+    def __init__(self, model, role: str, view: str, vocab_size: int, kv_cache: str = "float32"):
         self.model = model
-        self._lock = lock if lock is not None else contextlib.nullcontext()
         self.kv_cache = kv_cache
         self.role, self.view = role, view
         self.vocab_size = vocab_size
         self.ids: list[int] = []
         self.cache = None
         self.stats = StreamStats(role, view)
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self._flops_per_token, self._attention_flops, self._head_flops = _flop_constants(model)
         self._device = next(model.parameters()).device
 
@@ -170,18 +165,13 @@ class KVStream:
         start = time.perf_counter()
         context = len(self.ids)
         try:
-            with self._lock, torch.inference_mode():
-                out = self.model(
-                    input_ids=torch.tensor([tokens], device=self._device),
-                    use_cache=True,
-                    logits_to_keep=keep_logits,
-                    **{self._cache_kwarg: self.cache},
-                )
+            with torch.inference_mode():
+                logits = FORWARDS.run(Request(self.model, self.cache, context, tokens, keep_logits))
         except BaseException:
             self.reset()  # the cache may hold part of this forward: start over rather than trust it
             raise
         self.ids.extend(tokens)
-        logits = out.logits[0, :, : self.vocab_size].float()
+        logits = logits[:, : self.vocab_size].float()
         if self._device.type == "cuda":
             torch.cuda.synchronize(self._device)
         self._count(len(tokens), context, keep_logits, prefill, time.perf_counter() - start)
