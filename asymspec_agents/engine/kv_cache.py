@@ -1,4 +1,8 @@
-"""KV caches at a chosen storage precision: float32 (transformers' DynamicCache), bfloat16, or int8.
+"""KV caches at a chosen storage precision: float32 (layers that grow in place), bfloat16, or int8.
+
+A float32 layer (`GrowingLayer`) keeps its keys and values in buffers with room to spare and writes a forward's
+new tokens in place; transformers' DynamicLayer concatenates, copying the whole cache on every forward (at 7k
+tokens that is a sixth of a one-token forward of SmolLM2-135M: 108 -> 90 ms measured).
 
 Low-precision layers store what they are given in bfloat16, or int8 with one absmax scale per token and head,
 and hand the attention back float32 (dequantized) keys and values. Tokens of the current forward are stored
@@ -24,10 +28,71 @@ def make_cache(config, precision: str = "float32") -> DynamicCache:
     # tokens cannot be cropped back past its window, and our prefix caches roll back to any common prefix.
     # The model still applies the window through its attention mask (logits match a fresh forward to ~5e-5).
     if precision == "float32":
-        cache.layers = [DynamicLayer() if getattr(layer, "is_sliding", False) else layer for layer in cache.layers]
+        cache.layers = [GrowingLayer() for _ in cache.layers]
     else:
         cache.layers = [LowPrecisionLayer(precision) for _ in cache.layers]
     return cache
+
+
+class GrowingLayer(DynamicLayer):
+    """A float layer whose `keys` and `values` are views of the filled part of larger buffers."""
+
+    SPARE = 256  # tokens of room a buffer gains at least when it grows (and by half its size past that)
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.key_buffer = self.value_buffer = None
+        self.length = 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if self.key_buffer is None or end > self.key_buffer.shape[-2]:
+            room = max(end + self.SPARE, 0 if self.key_buffer is None else self.key_buffer.shape[-2] * 3 // 2)
+            self.key_buffer, self.value_buffer = (_grown(old, new, self.length, room) for old, new in
+                                                  ((self.key_buffer, key_states), (self.value_buffer, value_states)))
+        self.key_buffer[..., self.length:end, :] = key_states
+        self.value_buffer[..., self.length:end, :] = value_states
+        self._filled(end)
+        return self.keys, self.values
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove > 0:
+            raise ValueError(f"crop takes a negative count of tokens to remove, got {tokens_to_remove}")
+        if tokens_to_remove and self.is_initialized:
+            self._filled(max(0, self.length + tokens_to_remove))
+
+    def reset(self) -> None:
+        super().reset()
+        self.key_buffer = self.value_buffer = None
+        self.length = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the buffers hold, room to spare included."""
+        buffers = (self.key_buffer, self.value_buffer) if self.is_initialized else ()
+        return sum(b.numel() * b.element_size() for b in buffers if b is not None)
+
+    def _filled(self, length: int) -> None:
+        self.length = length
+        self.keys, self.values = self.key_buffer[..., :length, :], self.value_buffer[..., :length, :]
+
+
+def _grown(old: torch.Tensor | None, like: torch.Tensor, filled: int, room: int) -> torch.Tensor:
+    """A buffer of `room` tokens holding `old`'s first `filled`."""
+    buffer = like.new_empty(*like.shape[:-2], room, like.shape[-1])
+    if filled:
+        buffer[..., :filled, :] = old[..., :filled, :]
+    return buffer
+
+
+def layer_bytes(layer) -> int:
+    """Bytes of keys, values (and int8 scales) a cache layer holds."""
+    if isinstance(layer, GrowingLayer):
+        return layer.nbytes
+    tensors = (getattr(layer, name, None) for name in ("keys", "values", "key_scales", "value_scales"))
+    return sum(t.numel() * t.element_size() for t in tensors if hasattr(t, "element_size"))
 
 
 class LowPrecisionLayer(DynamicLayer):

@@ -11,10 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import torch
-from transformers.cache_utils import DynamicLayer
 
 from .batching import FORWARDS, Request
-from .kv_cache import make_cache
+from .kv_cache import GrowingLayer, layer_bytes, make_cache
 from .stats import StreamStats
 
 PREFILL_CHUNK = 4096  # bounds attention memory on long prompts; one-shot prefill of 3k tokens is ~12% faster than 1k chunks
@@ -44,7 +43,8 @@ class Stream(Protocol):
 
     @property
     def nbytes(self) -> int:
-        """Bytes this stream holds in this process (what the cache pool's budget counts)."""
+        """Bytes of keys, values (and int8 scales) the cache holds."""
+        return 0 if self.cache is None else sum(layer_bytes(layer) for layer in self.cache.layers)
 
     def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
         """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them. `ahead`: how
@@ -143,19 +143,14 @@ class KVStream:
         self.ids, self.cache = [], None
 
     def _copy_from(self, donor: "KVStream", start: int, end: int) -> bool:
-        """Append the donor's keys and values of positions [start, end) (plain float caches only)."""
+        """Append the donor's keys and values of positions [start, end) (float32 caches only)."""
         if self.cache is None:
             self.cache = make_cache(self.model.config, self.kv_cache)
         pairs = list(zip(self.cache.layers, donor.cache.layers)) if donor.cache is not None else []
-        if not pairs or any(type(a) is not DynamicLayer or type(b) is not DynamicLayer for a, b in pairs):
+        if not pairs or not all(isinstance(a, GrowingLayer) and isinstance(b, GrowingLayer) for a, b in pairs):
             return False
         for mine, theirs in pairs:
-            keys, values = theirs.keys[:, :, start:end], theirs.values[:, :, start:end]
-            if not mine.is_initialized or mine.keys.dim() != 4 or mine.keys.shape[-2] == 0:
-                mine.lazy_initialization(keys, values)
-                mine.keys, mine.values = keys.clone(), values.clone()
-            else:
-                mine.keys, mine.values = torch.cat([mine.keys, keys], dim=-2), torch.cat([mine.values, values], dim=-2)
+            mine.update(theirs.keys[:, :, start:end], theirs.values[:, :, start:end])
         self.ids.extend(donor.ids[start:end])
         return True
 

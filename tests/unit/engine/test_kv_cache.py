@@ -62,3 +62,30 @@ def test_stream_keeping_the_last_logits_returns_the_rows_of_a_full_forward(pair)
     assert last.shape == (1, everything.shape[1])
     assert torch.allclose(last[0], everything[-1], atol=1e-5)
     assert stream.stats.decode_sizes[3] == 2 and stream.stats.decode_partial_logits[3] == 1
+
+
+def test_a_growing_layer_holds_what_concatenation_holds_and_writes_in_place():
+    from transformers.cache_utils import DynamicLayer
+
+    from asymspec_agents.engine.kv_cache import GrowingLayer, layer_bytes
+
+    growing, plain = GrowingLayer(), DynamicLayer()
+    rng = torch.Generator().manual_seed(0)
+    buffers = set()
+    for step, n in enumerate([300, 1, 4, -3, 1, 500, -200, 2]):  # appends and crops, past its spare room
+        if n < 0:
+            growing.crop(n)
+            plain.crop(n)
+        else:
+            k, v = torch.randn(1, 2, n, 8, generator=rng), torch.randn(1, 2, n, 8, generator=rng)
+            keys, values = growing.update(k, v)
+            plain.update(k, v)
+            assert torch.equal(keys, plain.keys) and torch.equal(values, plain.values)
+        assert growing.get_seq_length() == plain.get_seq_length() and torch.equal(growing.keys, plain.keys)
+        buffers.add(growing.key_buffer.data_ptr())
+    assert len(buffers) <= 3  # grown twice at most over 806 tokens: the rest written in place
+    assert layer_bytes(growing) == growing.key_buffer.numel() * 4 * 2 >= growing.keys.numel() * 4 * 2
+    growing.reset()
+    assert growing.get_seq_length() == 0 and layer_bytes(growing) == 0
+    with pytest.raises(ValueError, match="negative"):
+        growing.crop(5)
