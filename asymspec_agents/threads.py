@@ -50,7 +50,8 @@ def configure_threads(threads: int | None = None) -> int:
 # ran a parallel kernel. Once two threads own pools, libgomp holds more threads than there are cores and stops
 # spinning while it waits: on 2 cores a one-token forward then takes 59 ms instead of 35 (a 4M-element `exp` in the
 # main thread is enough to slow every forward of another thread from then on). So the engine runs every local
-# forward on one thread (batching.py), and a thread that decodes beside it does its own, small, torch work on one
+# forward on one thread (batching.py), which lets its pool go whenever it has nothing to run (training in the main
+# thread after a call keeps its speed), and a thread that decodes beside it does its own, small, torch work on one
 # core with no pool of its own (`single_core`).
 
 
@@ -77,6 +78,12 @@ def _libgomp():
 _gomp = _libgomp()
 
 
+def release_pool() -> None:
+    """Let this thread's OpenMP pool go (the next parallel kernel makes one again, in ~0.1 ms)."""
+    if _gomp is not None:
+        _gomp.omp_pause_resource_all(1)  # omp_pause_soft
+
+
 @contextlib.contextmanager
 def single_core():
     """This thread's torch work on one core, with no OpenMP pool of its own, until the block ends (then as it was).
@@ -86,7 +93,7 @@ def single_core():
         return
     torch.get_num_threads()  # torch sets each thread's OpenMP count on first use: let it, before changing it
     before = _gomp.omp_get_max_threads()
-    _gomp.omp_pause_resource_all(1)  # omp_pause_soft: this thread's pool goes
+    release_pool()
     _gomp.omp_set_num_threads(1)
     try:
         yield

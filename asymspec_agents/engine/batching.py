@@ -27,6 +27,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+from ..threads import release_pool
+
 RAGGED = "asymspec_ragged"
 FAMILIES = ("llama", "qwen2", "qwen3")  # decoders whose attention reads `cache.update` and the attention interface
 _batch: contextvars.ContextVar["RaggedCache | None"] = contextvars.ContextVar("asymspec_ragged_batch", default=None)
@@ -96,6 +98,9 @@ class Forwards:
                 _run(batch)
                 with self._turn:
                     self._turn.notify_all()
+                    idle = not self._waiting
+                if idle:  # another thread's torch work meanwhile keeps its speed (threads.py)
+                    release_pool()
 
 
 FORWARDS = Forwards()  # the process's one forward thread, shared by every engine
