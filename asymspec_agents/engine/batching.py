@@ -1,5 +1,5 @@
 """Every local forward of the process, on one thread: forwards asked for while another runs wait, and then run
-together, one ragged forward per model (docs/design.md §7).
+together, one ragged forward per model (docs/design.md §2).
 
 One thread: torch's OpenMP keeps a pool of workers per thread that ran a parallel kernel, and two such pools on
 a small machine slow every forward by half again (threads.py). The calls decoding beside it hand their forwards
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import threading
 from collections import Counter
@@ -219,7 +220,13 @@ def _attention_configs(model) -> list:
 
 
 def _cache_kwarg(model) -> str:
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return _cache_kwarg_of(type(model))
+
+
+@functools.cache
+def _cache_kwarg_of(model_class) -> str:
+    """transformers 5.x names the cache argument `cache`; earlier versions `past_key_values`."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 AttentionInterface.register(RAGGED, ragged_attention)

@@ -37,7 +37,6 @@ def make_cache(config, precision: str = "float32") -> DynamicCache:
 class GrowingLayer(DynamicLayer):
     """A float layer whose `keys` and `values` are views of the filled part of larger buffers."""
 
-    SPARE = 256  # tokens of room a buffer gains at least when it grows (and by half its size past that)
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)
@@ -49,13 +48,19 @@ class GrowingLayer(DynamicLayer):
             self.lazy_initialization(key_states, value_states)
         end = self.length + key_states.shape[-2]
         if self.key_buffer is None or end > self.key_buffer.shape[-2]:
-            room = max(end + self.SPARE, 0 if self.key_buffer is None else self.key_buffer.shape[-2] * 3 // 2)
+            room = self.room(end)
             self.key_buffer, self.value_buffer = (_grown(old, new, self.length, room) for old, new in
                                                   ((self.key_buffer, key_states), (self.value_buffer, value_states)))
         self.key_buffer[..., self.length:end, :] = key_states
         self.value_buffer[..., self.length:end, :] = value_states
         self._filled(end)
         return self.keys, self.values
+
+    @staticmethod
+    def room(tokens: int) -> int:
+        """Tokens a buffer that must hold `tokens` gets: an eighth more (at least 64), so that a reply's tokens are
+        written in place and growing copies the cache once per eighth of its length."""
+        return tokens + max(64, tokens // 8)
 
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove > 0:

@@ -43,8 +43,7 @@ class Stream(Protocol):
 
     @property
     def nbytes(self) -> int:
-        """Bytes of keys, values (and int8 scales) the cache holds."""
-        return 0 if self.cache is None else sum(layer_bytes(layer) for layer in self.cache.layers)
+        """Bytes this stream holds in this process (what the cache pool's budget counts)."""
 
     def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
         """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them. `ahead`: how
@@ -56,7 +55,7 @@ class Stream(Protocol):
 
 
 class KVStream:
-    concurrent = False  # its forwards use this machine's cores, taken one at a time (`lock`)
+    concurrent = False  # its forwards use this machine's cores, on the forward thread (batching.py)
 
     def __init__(self, model, role: str, view: str, vocab_size: int, kv_cache: str = "float32"):
         self.model = model
@@ -105,16 +104,8 @@ class KVStream:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of keys, values (and int8 scales) the cache holds."""
-        if self.cache is None:
-            return 0
-        total = 0
-        for layer in self.cache.layers:
-            for name in ("keys", "values", "key_scales", "value_scales"):
-                tensor = getattr(layer, name, None)
-                if tensor is not None and hasattr(tensor, "element_size"):
-                    total += tensor.numel() * tensor.element_size()
-        return total
+        """Bytes of keys, values (and int8 scales) the cache holds, room to spare included."""
+        return 0 if self.cache is None else sum(layer_bytes(layer) for layer in self.cache.layers)
 
     def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
         """Feed tokens, return float32 logits over the shared vocabulary for the last `keep` of them (all by

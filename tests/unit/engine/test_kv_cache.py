@@ -83,7 +83,7 @@ def test_a_growing_layer_holds_what_concatenation_holds_and_writes_in_place():
             assert torch.equal(keys, plain.keys) and torch.equal(values, plain.values)
         assert growing.get_seq_length() == plain.get_seq_length() and torch.equal(growing.keys, plain.keys)
         buffers.add(growing.key_buffer.data_ptr())
-    assert len(buffers) <= 3  # grown twice at most over 806 tokens: the rest written in place
+    assert len(buffers) <= 4  # grown three times over 806 tokens (an eighth more each): the rest in place
     assert layer_bytes(growing) == growing.key_buffer.numel() * 4 * 2 >= growing.keys.numel() * 4 * 2
     growing.reset()
     assert growing.get_seq_length() == 0 and layer_bytes(growing) == 0

@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
+from asymspec_agents.engine.kv_cache import GrowingLayer
 
 SYSTEM = "system: You answer briefly and exactly. Tools: search, lookup, calculator, weather, calendar.\n"
 CONFIG = GenerationConfig(mode="asymmetric", max_new_tokens=12)
@@ -159,4 +160,5 @@ def test_kv_bytes_counts_every_layers_keys_and_values(pair):
     per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * (
         getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads) * 4
     (stream,) = [s for st in engine.pool._sets for s in st.streams.values()]
-    assert stream.nbytes == per_token * len(stream.ids)
+    # the keys and values of every token, and the room the growing buffers keep for the next ones
+    assert per_token * len(stream.ids) <= stream.nbytes <= per_token * GrowingLayer.room(len(stream.ids))
