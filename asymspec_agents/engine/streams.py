@@ -140,8 +140,9 @@ class KVStream:
         pairs = list(zip(self.cache.layers, donor.cache.layers)) if donor.cache is not None else []
         if not pairs or not all(isinstance(a, GrowingLayer) and isinstance(b, GrowingLayer) for a, b in pairs):
             return False
-        for mine, theirs in pairs:
-            mine.update(theirs.keys[:, :, start:end], theirs.values[:, :, start:end])
+        with torch.inference_mode():  # the buffers are inference tensors (the forward thread made them)
+            for mine, theirs in pairs:
+                mine.update(theirs.keys[:, :, start:end], theirs.values[:, :, start:end])
         self.ids.extend(donor.ids[start:end])
         return True
 

@@ -4,19 +4,23 @@ Every code block marked `<!-- readme-test: KIND NAME -->` on the line before its
 docs/*.md, is written to a file and run in its own process with this interpreter (`OMP_NUM_THREADS=1`). KIND
 "python" runs alone; "server" runs against a real `asymspec serve` on 127.0.0.1 started with the options of the
 last `asymspec serve ...` the document shows before the block (its `--port` aside: the server takes a free one), and
-the block reads the server's address from `ASYMSPEC_BASE_URL`. Each block's output must contain the answer its tool
-returned, or the code its note holds (EXPECTED).
+the block reads the server's address from `ASYMSPEC_BASE_URL`; "vllm" runs against the raw bundled pair on two
+real vLLM servers (`make vllm-start`'s models; their addresses in `VERIFIER_URL` and `DRAFTER_URL`; skipped where
+vLLM's virtualenv is missing). Each block's output must contain the answer its tool returned, or the code its note
+holds (EXPECTED).
 """
 
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from asymspec_agents.server.process import ServerProcess
+from asymspec_agents.server.vllm import VENV, VllmProcess
 
 pytestmark = pytest.mark.integration
 
@@ -28,8 +32,8 @@ SERVE = re.compile(r"`asymspec serve([^`]*)`")
 # block name -> what its output must contain: the population its tool returned for the question's country, or the
 # code the question's note holds
 EXPECTED = {"langgraph": "68.4", "llamaindex": "55.1", "openai": "19.6", "langchain-forced": "55.1",
-            "own-folders": "4417", "own-gguf": "4417"}
-KINDS = ("python", "server")
+            "own-folders": "4417", "own-gguf": "4417", "own-vllm": "4417"}
+KINDS = ("python", "server", "vllm")
 TIMEOUT = 300  # seconds per block: imports, model loads and a short agent run on one thread
 
 
@@ -85,3 +89,22 @@ def test_block_against_a_running_server_prints_the_answer(name, tmp_path):
         stdout = run_block(name, tmp_path, ASYMSPEC_BASE_URL=server.base_url)
     assert server.returncode == 0, server.log()[-3000:]
     assert EXPECTED[name] in stdout, (stdout, server.log()[-3000:])
+
+
+@pytest.mark.parametrize("name", names_of("vllm"))
+@pytest.mark.skipif(not (VENV / "bin" / "python").is_file(), reason="vLLM's virtualenv is missing: make vllm-venv")
+def test_block_against_vllm_servers_prints_the_answer(name, tmp_path):
+    servers = VllmProcess("bundled"), VllmProcess("bundled-small")
+    starts = [threading.Thread(target=server.start) for server in servers]
+    for thread in starts:
+        thread.start()
+    for thread in starts:
+        thread.join()
+    try:
+        for server in servers:
+            assert server.process is not None and server.process.poll() is None, server.log()[-3000:]
+        stdout = run_block(name, tmp_path, VERIFIER_URL=servers[0].base_url, DRAFTER_URL=servers[1].base_url)
+    finally:
+        for server in servers:
+            server.stop()
+    assert EXPECTED[name] in stdout, stdout

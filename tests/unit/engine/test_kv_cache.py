@@ -89,3 +89,17 @@ def test_a_growing_layer_holds_what_concatenation_holds_and_writes_in_place():
     assert growing.get_seq_length() == 0 and layer_bytes(growing) == 0
     with pytest.raises(ValueError, match="negative"):
         growing.crop(5)
+
+
+def test_a_stream_copies_a_donors_keys_onto_its_own_and_continues_as_the_donor_does(pair):
+    from asymspec_agents.engine.streams import KVStream
+
+    vocab = len(pair.tokenizer)
+    prompt = pair.tokenizer("a shared system prompt and the history of one conversation")["input_ids"]
+    donor = KVStream(pair.verifier, "verifier", "comp", vocab)
+    donor.sync(prompt)  # the forward thread writes its cache (inference tensors)
+    stream = KVStream(pair.verifier, "drafter", "comp", vocab)  # an identical drafter: the same model
+    stream.sync(prompt[:6])  # a cache of its own, made on the forward thread
+    stream.sync(prompt, donors=[donor])  # the rest copied onto it here, outside inference mode
+    assert stream.ids == donor.ids and stream.stats.prefill_tokens == 5
+    torch.testing.assert_close(stream.forward([7, 8], keep=2), donor.forward([7, 8], keep=2))
