@@ -62,7 +62,7 @@ class Forwards:
 
     @contextlib.contextmanager
     def call(self):
-        """Around one call's decoding: a batch waits a moment for the forwards of the calls that are running."""
+        """Around a call's decoding (a block): a batch waits a moment for the forwards of the calls that are in one."""
         with self._turn:
             self._calls += 1
         try:

@@ -195,7 +195,7 @@ class AsymSpecEngine:
 
     def _stream(self, prompts: dict[StreamKey, list[int]], mode: Mode, config: GenerationConfig,
                 constraint: TokenConstraint | None, cache_scope: str | None = None) -> Iterator[StreamChunk]:
-        with self.pool.acquire(prompts, mode.streams, cache_scope) as (streams, how), FORWARDS.call():
+        with self.pool.acquire(prompts, mode.streams, cache_scope) as (streams, how):
             started = time.perf_counter()
             loop = self._loop(streams, prompts, mode, config, constraint)
             loop.stats.cache = how
@@ -205,8 +205,11 @@ class AsymSpecEngine:
             blocks = loop.run()
             try:
                 while True:
-                    with single_core():  # the forward thread has the cores (threads.py)
-                        tokens = next(blocks, None)  # one block; other calls' forwards run beside it
+                    # one block; other calls' forwards run beside it, on the forward thread, which has the cores
+                    # (threads.py) and waits a moment for this call's forwards to batch them (not while the
+                    # caller holds the stream between blocks)
+                    with single_core(), FORWARDS.call():
+                        tokens = next(blocks, None)
                     if tokens is None:
                         break
                     ended = loop.finish_reason is not None
