@@ -161,8 +161,8 @@ def breakdown(reply, seconds: float) -> dict:
             "acceptance": stats.acceptance_rate if stats.drafted else None,
             "flops": stats.flops("verifier") + stats.flops("drafter"),
             "prefill_tokens": {f"{s.role} {s.view}": s.prefill_tokens for s in streams},
-            "stream_seconds": {f"{s.role} {s.view}": {"prefill": s.prefill_seconds, "decode": s.seconds - s.prefill_seconds}
-                               for s in streams}}
+            "stream_seconds": {f"{s.role} {s.view}": {"prefill": s.prefill_seconds,
+                                                      "decode": s.seconds - s.prefill_seconds} for s in streams}}
 
 
 # -- report --------------------------------------------------------------------------------------------------------
