@@ -9,6 +9,7 @@ the 1-minute load average leaves free, chosen once, when the first model loads.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 
 import torch
@@ -65,8 +66,6 @@ def _libgomp():
         return None
     if path is None:
         return None
-    import ctypes
-
     try:
         library = ctypes.CDLL(path)
         library.omp_pause_resource_all, library.omp_set_num_threads, library.omp_get_max_threads  # noqa: B018

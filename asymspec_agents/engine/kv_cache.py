@@ -37,7 +37,6 @@ def make_cache(config, precision: str = "float32") -> DynamicCache:
 class GrowingLayer(DynamicLayer):
     """A float layer whose `keys` and `values` are views of the filled part of larger buffers."""
 
-
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)
         self.key_buffer = self.value_buffer = None
