@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"output prefix of the .json, .md and .png (default {RESULTS / 'profile'})")
     args = parser.parse_args(argv)
     from ..engine import AsymSpecEngine
+    from .niah import Haystack
 
     engine = AsymSpecEngine.shared(args.verifier, args.drafter)
     if engine.drafter is None:
@@ -62,11 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--lengths go past the window of {engine.context_window}")
     # the Ceiling on an engine of its own (the same models): each system's conversations keep their own caches
     engines = {"ceiling": AsymSpecEngine(engine.verifier, None, engine.tokenizer), "asymspec": engine}
+    haystack = Haystack(engine.tokenizer)  # the essays tokenized once, for both scenarios
     records = []
     if "niah" in args.scenarios:
-        records += profile_niah(engines, args.lengths, args.reply_tokens)
+        records += profile_niah(engines, haystack, args.lengths, args.reply_tokens)
     if "agent" in args.scenarios:
-        records += profile_agent(engines, args.conversations, args.turns, args.tool_tokens, args.reply_tokens)
+        records += profile_agent(engines, haystack, args.conversations, args.turns, args.tool_tokens,
+                                 args.reply_tokens)
     verifier, drafter = resolve_pair(args.verifier, args.drafter)
     report = {"verifier": str(verifier), "drafter": str(drafter), "date": time.strftime("%Y-%m-%d"),
               "threads": torch.get_num_threads(), "load_average": list(os.getloadavg()),
@@ -79,12 +82,11 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- scenarios ---------------------------------------------------------------------------------------------------
 
-def profile_niah(engines: dict, lengths: list[int], reply_tokens: int) -> list[dict]:
+def profile_niah(engines: dict, haystack, lengths: list[int], reply_tokens: int) -> list[dict]:
     from ..chat import AsymSpecChat
     from ..context import CompressionPolicy
-    from .niah import NEEDLES, PROMPT_TOKENS, Haystack
+    from .niah import NEEDLES, PROMPT_TOKENS
 
-    haystack = Haystack(engines["asymspec"].tokenizer)
     needle = next(n for n in NEEDLES if n.name == "code")
     records = []
     with tqdm(total=len(lengths) * len(DEPTHS) * len(SYSTEMS), desc="profile niah", unit="reply") as bar:
@@ -103,12 +105,12 @@ def profile_niah(engines: dict, lengths: list[int], reply_tokens: int) -> list[d
     return records
 
 
-def profile_agent(engines: dict, conversations: int, turns: int, tool_tokens: int, reply_tokens: int) -> list[dict]:
+def profile_agent(engines: dict, haystack, conversations: int, turns: int, tool_tokens: int,
+                  reply_tokens: int) -> list[dict]:
     from ..chat import AsymSpecChat
     from ..context import AssistantMessage, SystemMessage, ToolCall, ToolResult, UserMessage
-    from .niah import Haystack, Needle
+    from .niah import Needle
 
-    haystack = Haystack(engines["asymspec"].tokenizer)
     records = []
     with tqdm(total=conversations * turns * len(SYSTEMS), desc="profile agent", unit="reply") as bar:
         for c in range(conversations):

