@@ -184,6 +184,20 @@ class AsymSpecChat:
                     yield delta
                 yield ChatDelta(reply=self._reply("".join(raw), token_ids, chunk, views, splitter))
 
+    def complete(self, prompt: str, *, config: GenerationConfig | None = None, cache_scope: str | None = None,
+                 **overrides) -> Iterator[ChatDelta]:
+        """A plain prompt continued as it stands, no chat template (what `/v1/completions` asks): the drafter reads
+        it whole, the verifier compressed as a user message (`DualContext.render_text`). Deltas of text, then the
+        reply (no tool calls; a prompt past the window raises ContextTooLongError)."""
+        config = replace(config or self.config, **overrides) if overrides else (config or self.config)
+        views = self.context.render_text(prompt, window=self.engine.context_window - config.max_new_tokens)
+        text, token_ids = ToolCallSplitter(enabled=False), []
+        for chunk in self.engine.stream(views.full_ids, views.comp_ids, config, cache_scope=cache_scope):
+            token_ids.extend(chunk.token_ids)
+            yield from text.push(chunk.text)
+            if chunk.stats is not None:
+                yield ChatDelta(reply=self._reply(text.text, token_ids, chunk, views, text))
+
     def _window(self, config: GenerationConfig) -> int:
         """The most prompt tokens a view may hold: the models' window less room for the reply (at most a
         quarter of the window, so a long max_new_tokens does not cut the conversation short)."""

@@ -31,3 +31,7 @@ class InvalidMessageError(InvalidInputError):
 
 class InvalidToolSchemaError(InvalidInputError):
     """A tool's name or JSON schema is malformed."""
+
+
+class CacheBudgetError(AsymSpecError, RuntimeError):
+    """A call found no room in the cache pool's KV budget while other calls held it (retry, or raise the budget)."""

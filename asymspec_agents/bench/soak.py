@@ -6,6 +6,11 @@ replies; every `--cancel-every`th streamed request is dropped after its first ch
 every `--bad-every`th request is a malformed one that must get a 4xx with the error body. Every `--sample-every`
 seconds the server's resident memory (/proc) and its cache pool's bytes (GET /health) are read.
 
+The server holds one API key per tenant (`--tenants`, default 2); client i speaks for tenant i mod tenants. Clients
+start one after another, each once as many replies as clients before it have completed, so that every tenant's
+first request comes when another tenant's system prompt and tools (the same text) are cached: it must read them
+afresh (cache "fresh", no cached tokens), and a tenant's later requests still reuse their own caches.
+
 At the end a sample of the completed requests is sent again, one at a time on an idle server: each reply must equal
 the one given under load (greedy decoding; a conversation's own caches make it so, see engine/pool.py).
 Unexplained errors are those that are neither the expected 4xx of a malformed request nor a cancellation.
@@ -52,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bad-every", type=int, default=7, help="send a malformed request every Nth request")
     parser.add_argument("--sample-every", type=float, default=10.0, help="seconds between memory readings")
     parser.add_argument("--replay", type=int, default=12, help="completed requests sent again alone at the end")
+    parser.add_argument("--tenants", type=int, default=2, help="API keys, one per tenant (default 2)")
     parser.add_argument("--out", default=str(RESULTS / "soak"), help=f"output prefix (default {RESULTS / 'soak'})")
     args = parser.parse_args(argv)
     from ..server.process import ServerProcess
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = torch.get_num_threads()
     server_args = ["--verifier", args.verifier, "--drafter", args.drafter, "--max-new-tokens", str(args.max_tokens),
                    "--kv-budget-gib", str(args.kv_budget_gib), "--max-queue", str(2 * args.clients),
-                   "--log-level", "warning"]
+                   "--log-level", "warning", *[f"--api-key={key}" for key in tenant_keys(args.tenants)]]
     with ServerProcess(server_args, threads=threads) as server:
         soak = Soak(server, args)
         soak.run()
@@ -67,14 +73,19 @@ def main(argv: list[str] | None = None) -> int:
         stopped = server.stop()
     verifier, drafter = resolve_pair(args.verifier, args.drafter)
     report = {"verifier": verifier, "drafter": drafter, "threads": threads, "date": time.strftime("%Y-%m-%d"),
-              "minutes": args.minutes, "clients": args.clients, "turns": args.turns, "max_tokens": args.max_tokens,
+              "minutes": args.minutes, "clients": args.clients, "tenants": args.tenants, "turns": args.turns,
+              "max_tokens": args.max_tokens,
               "kv_budget_bytes": int(args.kv_budget_gib * (1 << 30)),
               "requests": [{k: v for k, v in r.items() if k != "exchange"} for r in soak.records],
               "samples": soak.samples, "replays": replays, "server_exit": stopped,
               "server_tracebacks": server.log().count("Traceback")}
     write_outputs(report, args.out)
     print(Path(args.out + ".md").read_text())
-    return 0 if not unexplained(report) and all(r["equal"] for r in replays) else 1
+    return 0 if not unexplained(report) and not cross_tenant_hits(report) and all(r["equal"] for r in replays) else 1
+
+
+def tenant_keys(tenants: int) -> list[str]:
+    return [f"soak-tenant-{i}" for i in range(tenants)]
 
 
 class Soak:
@@ -87,8 +98,10 @@ class Soak:
         self.records: list[dict] = []  # one per request: when, how, status, seconds, and for replays the exchange
         self.samples: list[dict] = []  # memory over time
         self.documents = _documents(200)
+        self.keys = tenant_keys(args.tenants)
         self._lock = threading.Lock()
         self._count = 0
+        self._completed = threading.Condition(self._lock)  # replies completed so far: when the next client starts
 
     def run(self) -> None:
         self.started = time.monotonic()
@@ -113,7 +126,8 @@ class Soak:
         out = []
         for record in tqdm(chosen, desc="replay alone", unit="request"):
             body, then = record["exchange"]
-            now = _said(self.http.post(self.url, json=body).json()["choices"][0]["message"])
+            reply = self.http.post(self.url, json=body, headers=self._auth(record["tenant"])).json()
+            now = _said(reply["choices"][0]["message"])
             out.append({"at": record["at"], "equal": now == then, "under_load": then, "alone": now})
         return out
 
@@ -121,6 +135,10 @@ class Soak:
 
     def _client(self, index: int) -> None:
         rng = random.Random(index)
+        tenant = index % self.args.tenants
+        with self._completed:  # start once `index` replies have completed (their caches are in the pool)
+            self._completed.wait_for(lambda: self._replies() >= index, timeout=max(0.0, self.deadline - time.monotonic()))
+        first = True
         while time.monotonic() < self.deadline:
             document = rng.choice(self.documents)
             messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": AGENT_QUESTION}]
@@ -133,9 +151,10 @@ class Soak:
                 body = {"model": "asymspec", "messages": list(messages), "tools": [SEARCH],
                         "tool_choice": "required" if step < self.args.turns - 1 else "none",
                         "parallel_tool_calls": False}
-                streamed = n % 2 == 1
+                streamed = n % 2 == 1 and not first  # a client's first request is answered whole
                 cancel = streamed and (n // 2) % self.args.cancel_every == 0
-                message = self._send(body, streamed, cancel)
+                message = self._send(body, streamed, cancel, tenant)
+                first = False
                 if message is None:  # cancelled or failed: this conversation ends here
                     break
                 messages.append(message)
@@ -147,42 +166,56 @@ class Soak:
             self._count += 1
             return self._count
 
-    def _send(self, body: dict, streamed: bool, cancel: bool) -> dict | None:
+    def _replies(self) -> int:
+        return sum(r["kind"] in ("json", "stream") and r.get("status") == 200 for r in self.records)
+
+    def _auth(self, tenant: int) -> dict:
+        return {"Authorization": f"Bearer {self.keys[tenant]}"}
+
+    def _send(self, body: dict, streamed: bool, cancel: bool, tenant: int) -> dict | None:
         """One request; its record; the assistant message to append (None when cancelled or failed)."""
         kind = "cancelled" if cancel else "stream" if streamed else "json"
         started = time.monotonic()
-        record = {"at": started - self.started, "kind": kind}
+        record = {"at": started - self.started, "kind": kind, "tenant": tenant}
         try:
             if streamed:
-                message, status = self._stream(body, cancel)
+                message, status, reply = self._stream(body, cancel, tenant)
             else:
-                response = self.http.post(self.url, json=body)
+                response = self.http.post(self.url, json=body, headers=self._auth(tenant))
                 status = response.status_code
-                message = response.json()["choices"][0]["message"] if status == 200 else None
+                reply = response.json() if status == 200 else None
+                message = reply["choices"][0]["message"] if reply else None
             record["status"] = status
+            if reply and "usage" in reply:  # what the pool served it from
+                record["cache"] = reply["asymspec"]["cache"]
+                record["cached_tokens"] = reply["usage"]["prompt_tokens_details"]["cached_tokens"]
         except Exception as exc:  # counted; the client starts a new conversation
             message, record["status"], record["error"] = None, None, f"{type(exc).__name__}: {exc}"[:200]
         record["seconds"] = time.monotonic() - started
         if message is not None:
             record["exchange"] = (body, _said(message))
-        with self._lock:
+        with self._completed:
             self.records.append(record)
+            self._completed.notify_all()
         return None if cancel else message
 
-    def _stream(self, body: dict, cancel: bool) -> tuple[dict | None, int]:
-        content, calls = [], {}
-        with self.http.stream("POST", self.url, json={**body, "stream": True}) as response:
+    def _stream(self, body: dict, cancel: bool, tenant: int) -> tuple[dict | None, int, dict | None]:
+        """(the assistant message, the status, the usage chunk) of a streamed request."""
+        content, calls, usage = [], {}, None
+        with self.http.stream("POST", self.url, headers=self._auth(tenant),
+                              json={**body, "stream": True, "stream_options": {"include_usage": True}}) as response:
             if response.status_code != 200:
                 response.read()
-                return None, response.status_code
+                return None, response.status_code, None
             for i, line in enumerate(response.iter_lines()):
                 if cancel and i >= 3:  # a few chunks, then the client goes away
-                    return None, 200
+                    return None, 200, None
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])
                 if "error" in chunk:
                     raise RuntimeError(f"error in stream: {chunk['error']}")
+                usage = chunk if "usage" in chunk else usage
                 delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
                 content.append(delta.get("content") or "")
                 for call in delta.get("tool_calls") or []:
@@ -191,20 +224,20 @@ class Soak:
         if calls:
             message["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]}
                                      for _, c in sorted(calls.items())]
-        return message, 200
+        return message, 200, usage
 
     def _bad(self, n: int) -> None:
         bad = BAD_REQUESTS[(n // self.args.bad_every) % len(BAD_REQUESTS)]
         started = time.monotonic()
         record = {"at": started - self.started, "kind": "bad"}
         try:
-            response = self.http.post(self.url, json={"model": "asymspec", **bad})
+            response = self.http.post(self.url, json={"model": "asymspec", **bad}, headers=self._auth(0))
             record["status"] = response.status_code
             record["says_why"] = bool((response.json().get("error") or {}).get("message"))
         except Exception as exc:
             record["status"], record["error"] = None, f"{type(exc).__name__}: {exc}"[:200]
         record["seconds"] = time.monotonic() - started
-        with self._lock:
+        with self._completed:
             self.records.append(record)
 
     def _sample(self) -> None:
@@ -252,6 +285,24 @@ def unexplained(report: dict) -> list[dict]:
     return wrong
 
 
+def cross_tenant_hits(report: dict) -> list[dict]:
+    """Each tenant's first request that completed with cache numbers, where it reused anything: it came when only
+    other tenants' caches held the shared system prompt and tools, so any reuse was theirs."""
+    hits = []
+    for tenant in range(report.get("tenants", 1)):
+        own = sorted((r for r in report["requests"] if r.get("tenant") == tenant and "cache" in r),
+                     key=lambda r: r["at"])
+        if own and (own[0]["cache"] != "fresh" or own[0]["cached_tokens"]):
+            hits.append(own[0])
+    return hits
+
+
+def own_reuse(report: dict) -> tuple[int, int]:
+    """(requests that read cached tokens, requests with cache numbers): a tenant still reuses its own caches."""
+    served = [r for r in report["requests"] if "cache" in r]
+    return sum(r["cached_tokens"] > 0 for r in served), len(served)
+
+
 def minutes(report: dict) -> list[dict]:
     """Per minute of the run: requests, latency of the completed valid ones, errors, memory at its end."""
     rows = []
@@ -294,8 +345,21 @@ def write_outputs(report: dict, prefix: str) -> None:
             f"the pool's KV at most {max(kv, default=0) / (1 << 20):.0f} MiB "
             f"(budget {report['kv_budget_bytes'] / (1 << 20):.0f} MiB, exceeded only while sets are in use); "
             f"{max((s['evictions'] or 0 for s in report['samples']), default=0)} conversations' caches evicted.\n"
-            f"- Sent again alone on the idle server: {equal}/{len(report['replays'])} replies equal.\n")
+            f"- Sent again alone on the idle server: {equal}/{len(report['replays'])} replies equal.\n"
+            + _tenancy(report))
     write_report(prefix + ".md", text, lambda: plot(report, prefix + ".png"))
+
+
+def _tenancy(report: dict) -> str:
+    tenants = report.get("tenants", 1)
+    if tenants < 2:
+        return ""
+    reused, served = own_reuse(report)
+    hits = cross_tenant_hits(report)
+    return (f"- {tenants} tenants (one API key each): {len(hits)} cross-tenant cache hits (each tenant's first "
+            "request, sent while other tenants' caches held the same system prompt and tools, read them afresh: "
+            f"cache fresh, 0 cached tokens{'' if not hits else '; not so for ' + str([h['tenant'] for h in hits])}); "
+            f"{reused} of {served} requests read cached tokens of their own tenant.\n")
 
 
 def plot(report: dict, path: str) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ContextTooLongError
+from ..errors import ContextTooLongError, InvalidInputError
 from .cache import LRUCache, content_key
 from .chat_format import chat_format
 from .compressors import BM25Select, drafter_surprisal
@@ -137,6 +137,25 @@ class DualContext:
                 f"the {window} the models' window leaves them; shorten the system prompt, the tools, the first "
                 "request or the last message.")
         return [*segments[:head], *segments[cut:]], dropped
+
+    def render_text(self, text: str, *, window: int | None = None) -> DualViews:
+        """Both views of a plain prompt, no chat template around it (`/v1/completions`): the drafter reads it
+        whole, the verifier compressed as a user message's text is (`budgets["user"]`; whole by default).
+        Raises ContextTooLongError past `window` tokens (a plain prompt has no turns to drop)."""
+        if not isinstance(text, str) or not text:
+            raise InvalidInputError(f"A prompt is a non-empty string, got {type(text).__name__} {str(text)[:40]!r}.")
+        report = CompressionReport(cl100k_note=self.cl100k.note)
+        comp_text = self._comp(_Item("user", text, 0), report, fits=False)
+        full_ids = self.tokens.encode(text)
+        comp_ids = full_ids if comp_text == text else self.tokens.encode(comp_text)
+        for view, ids in (("full", full_ids), ("compressed", comp_ids)):
+            if window is not None and len(ids) > window:
+                raise ContextTooLongError(f"The prompt's {view} view has {len(ids)} tokens, more than the {window} "
+                                          "the models' window leaves it after max_tokens; send a shorter prompt or "
+                                          "ask for fewer tokens.")
+        report.full_tokens, report.comp_tokens = len(full_ids), len(comp_ids)
+        report.full_cl100k, report.comp_cl100k = self._cl100k([text], ""), self._cl100k([comp_text], "")
+        return DualViews(full_ids, comp_ids, text, comp_text, report)
 
     def render_pair(self, full_messages, comp_messages, tools=None, query: str | None = None, *,
                     window: int | None = None) -> DualViews:

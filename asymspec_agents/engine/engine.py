@@ -55,7 +55,8 @@ class AsymSpecEngine:
     between them; token ids passed in and returned are always the verifier's.
     Any number of threads may call one engine. Each conversation keeps its own set of KV streams in a pool
     (pool.py: a call continues the set of its conversation, or branches from the longest shared prefix; least
-    recently used sets go when the pool exceeds `kv_budget` bytes). Local forwards of all calls run on one thread,
+    recently used sets go when the pool exceeds `kv_budget` bytes; a call that would pass it while others run waits
+for room). Local forwards of all calls run on one thread,
     one at a time (a CPU forward already uses every core), and those that wait together run as one ragged forward
     per model (batching.py): throughput grows with conversations, and a short reply never waits for a long one to
     end. A model on a server (models/remote.py) gets the calls' requests together and batches them itself. Results
@@ -65,7 +66,7 @@ class AsymSpecEngine:
     def __init__(self, verifier, drafter=None, tokenizer=None, *, drafter_tokenizer=None, kv_cache: str = "float32",
                  bridge_vocabularies: bool = True, kv_budget: int = DEFAULT_KV_BUDGET):
         """`kv_cache`: storage precision of every KV stream, "float32", "bfloat16" or "int8" (see kv_cache.py).
-        `kv_budget`: bytes of keys and values the cache pool keeps between calls (default 4 GiB).
+        `kv_budget`: bytes of keys and values the cache pool holds, during calls and between them (default 4 GiB).
         `drafter_tokenizer`: the drafter's own tokenizer when it is not the verifier's; if the two vocabularies
         differ they are bridged (`bridge_vocabularies=False` refuses such a pair instead)."""
         if tokenizer is None:
@@ -195,7 +196,9 @@ class AsymSpecEngine:
 
     def _stream(self, prompts: dict[StreamKey, list[int]], mode: Mode, config: GenerationConfig,
                 constraint: TokenConstraint | None, cache_scope: str | None = None) -> Iterator[StreamChunk]:
-        with self.pool.acquire(prompts, mode.streams, cache_scope) as (streams, how):
+        # the most each stream may grow: the reply, and a draft block past it
+        new_tokens = config.max_new_tokens + (config.k_max or 0) + 1
+        with self.pool.acquire(prompts, mode.streams, cache_scope, new_tokens) as (streams, how):
             started = time.perf_counter()
             loop = self._loop(streams, prompts, mode, config, constraint)
             loop.stats.cache = how

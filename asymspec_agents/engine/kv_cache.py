@@ -91,6 +91,17 @@ def _grown(old: torch.Tensor | None, like: torch.Tensor, filled: int, room: int)
     return buffer
 
 
+def cache_bytes(config, precision: str, tokens: int) -> int:
+    """Bytes a cache of `precision` for a model of `config` holds at `tokens` tokens, a growing layer's room
+    included: what the cache pool reserves for a call before it runs."""
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    # per layer, head and token: keys and values, plus an int8 cache's float32 scale for each
+    per_token = 2 * config.num_hidden_layers * heads * {"float32": 4 * head_dim, "bfloat16": 2 * head_dim,
+                                                          "int8": head_dim + 4}[precision]
+    return per_token * (GrowingLayer.room(tokens) if precision == "float32" and tokens else tokens)
+
+
 def layer_bytes(layer) -> int:
     """Bytes of keys, values (and int8 scales) a cache layer holds."""
     if isinstance(layer, GrowingLayer):

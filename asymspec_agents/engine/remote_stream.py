@@ -41,6 +41,9 @@ class RemoteStream:
     def nbytes(self) -> int:
         return 8 * len(self.ids)  # what the pool's budget counts: ids only, the keys and values live on the server
 
+    def bytes_for(self, tokens: int) -> int:
+        return 8 * tokens
+
     def __len__(self) -> int:
         return len(self.ids)
 

@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 
 from .batching import FORWARDS, Request
-from .kv_cache import GrowingLayer, layer_bytes, make_cache
+from .kv_cache import GrowingLayer, cache_bytes, layer_bytes, make_cache
 from .stats import StreamStats
 
 PREFILL_CHUNK = 4096  # bounds attention memory on long prompts; one-shot prefill of 3k tokens is ~12% faster than 1k chunks
@@ -45,6 +45,9 @@ class Stream(Protocol):
     def nbytes(self) -> int:
         """Bytes this stream holds in this process (what the cache pool's budget counts)."""
 
+    def bytes_for(self, tokens: int) -> int:
+        """Bytes it would hold at `tokens` tokens (what the pool reserves for a call before it runs)."""
+
     def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
         """Feed tokens; `[keep, vocab]` logits (or log-probabilities) after the last `keep` of them. `ahead`: how
         many single-token forwards will likely follow (a remote stream computes them in the same request)."""
@@ -67,6 +70,7 @@ class KVStream:
         self.stats = StreamStats(role, view)
         self._flops_per_token, self._attention_flops, self._head_flops = _flop_constants(model)
         self._device = next(model.parameters()).device
+        self._config = text_config(model)
 
     @property
     def name(self) -> str:
@@ -106,6 +110,9 @@ class KVStream:
     def nbytes(self) -> int:
         """Bytes of keys, values (and int8 scales) the cache holds, room to spare included."""
         return 0 if self.cache is None else sum(layer_bytes(layer) for layer in self.cache.layers)
+
+    def bytes_for(self, tokens: int) -> int:
+        return cache_bytes(self._config, self.kv_cache, tokens)
 
     def forward(self, tokens: list[int], keep: int | None = None, *, ahead: int = 0) -> torch.Tensor:
         """Feed tokens, return float32 logits over the shared vocabulary for the last `keep` of them (all by
@@ -186,7 +193,7 @@ class KVStream:
 
 def _flop_constants(model) -> tuple[float, float, float]:
     """Per token: 2 × non-embedding body parameters; per attended position: QKᵀ and AV; per kept logit row: lm_head."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = text_config(model)
     embedding = model.get_input_embeddings().weight.numel()
     head = model.get_output_embeddings().weight.numel()
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
@@ -194,6 +201,11 @@ def _flop_constants(model) -> tuple[float, float, float]:
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     attention = 4.0 * config.num_hidden_layers * config.num_attention_heads * head_dim
     return 2.0 * body, attention, 2.0 * head
+
+
+def text_config(model):
+    """The config of the model's language part (a multimodal model's text config)."""
+    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
 
 
 def weight_count(model) -> int:

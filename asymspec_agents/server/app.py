@@ -2,7 +2,8 @@
 
 Each request decodes in a worker thread (`aio.iterate_in_thread`); the engine interleaves the requests' blocks
 and keeps one cache set per conversation (engine/pool.py), so many clients share one pair. At most `max_queue`
-requests are admitted at once (running or waiting); the next one gets 503 with a Retry-After header. With API
+requests are admitted at once (running or waiting); the next one gets 503 with a Retry-After header, as does one
+that waited too long for room in the cache pool's KV budget (the calls in progress hold it). With API
 keys set (`--api-key`, `ASYMSPEC_API_KEY`), every `/v1/*` route wants `Authorization: Bearer KEY` (401 otherwise);
 `/health` and `/metrics` (Prometheus, server/metrics.py) stay open.
 """
@@ -35,7 +36,7 @@ from ..aio import iterate_in_thread
 from ..chat import AsymSpecChat
 from ..context.tool_format import ParsedToolCall
 from ..engine import GenerationConfig
-from ..errors import AsymSpecError, ContextTooLongError
+from ..errors import AsymSpecError, CacheBudgetError, ContextTooLongError
 from ..models.remote import RemoteModelError, is_remote
 from . import openai_format as wire
 from .metrics import ServerMetrics
@@ -55,7 +56,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                config: GenerationConfig | None = None, api_keys: tuple[str, ...] = (),
                max_tokens_limit: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                request_timeout: float | None = None) -> FastAPI:
-    """The app serving `chat` as `model_name`; `config`: the generation settings requests start from; `api_keys`:
+    """The app serving `chat` as `model_name` (chat completions, and completions of a plain prompt); `config`: the generation settings requests start from; `api_keys`:
     the keys a `/v1/*` request must bear (none: open to whoever reaches the port); `max_tokens_limit`: the most new
     tokens a request may ask for (400 past it; past the models' window always); `max_body_bytes`: the largest
     request body read (413 past it); `request_timeout`: seconds a reply may take (504 past it, or an error event in
@@ -83,8 +84,9 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
     def openapi() -> dict:
         """FastAPI's OpenAPI document, naming the one model this server answers to (clients and fuzzers read it)."""
         if app.openapi_schema is None:
-            request = fastapi_openapi()["components"]["schemas"]["ChatCompletionRequest"]
-            request["properties"]["model"]["enum"] = [model_name]
+            schemas = fastapi_openapi()["components"]["schemas"]
+            for request in ("ChatCompletionRequest", "CompletionRequest"):
+                schemas[request]["properties"]["model"]["enum"] = [model_name]
         return app.openapi_schema
 
     app.openapi = openapi
@@ -138,6 +140,15 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: wire.ChatCompletionRequest, request: Request):
+        return await serve(request, body, wire.chat_arguments, chat.stream, wire.CHAT)
+
+    @app.post("/v1/completions")
+    async def completions(body: wire.CompletionRequest, request: Request):
+        return await serve(request, body, wire.completion_arguments, chat.complete, wire.TEXT)
+
+    async def serve(request: Request, body, arguments_of, run, form: wire.WireFormat):
+        """A completion request of either format: admitted or refused, decoded in a worker thread, answered whole
+        or as a stream of events."""
         nonlocal admitted
         if body.model != model_name:
             return _unknown_model(body.model, model_name)
@@ -147,7 +158,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                                                 "--max-queue.", "server_overloaded", "queue_full"),
                                 status_code=503, headers={"Retry-After": "1"})
         try:
-            arguments = wire.chat_arguments(body, base)
+            arguments = arguments_of(body, base)
         except AsymSpecError as exc:
             return _client_error(exc)
         arguments["cache_scope"] = _tenant(request, body.cache_salt) if keys or body.cache_salt else None
@@ -159,8 +170,8 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                                                 param="max_tokens"), status_code=400)
         admitted += 1
         started = time.perf_counter()
-        request_id = wire.new_request_id()
-        deltas = iterate_in_thread(lambda: chat.stream(**arguments))
+        request_id = wire.new_request_id(form.id_prefix)
+        deltas = iterate_in_thread(lambda: run(**arguments))
         deadline = None if request_timeout is None else started + request_timeout
         try:
             first = await _next(deltas, deadline)  # bad messages or tools fail here: a 4xx, not a broken stream
@@ -190,7 +201,7 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                 admitted -= 1
                 await deltas.aclose()
                 seconds = time.perf_counter() - started
-                _log_reply(request.state.id, reply, body.stream, seconds)
+                _log_reply(request.state.id, request.url.path, reply, body.stream, seconds)
                 if reply is not None:
                     metrics.reply(reply, seconds)
 
@@ -203,9 +214,9 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                 return _client_error(exc)
             except ReplyTimedOut as exc:
                 return _timed_out(exc)
-            return wire.completion(reply, model_name, request_id)
+            return form.response(reply, model_name, request_id)
         include_usage = bool((body.stream_options or {}).get("include_usage"))
-        return StreamingResponse(_events(all_deltas(), model_name, request_id, include_usage),
+        return StreamingResponse(_events(all_deltas(), form, model_name, request_id, include_usage),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     return app
@@ -237,23 +248,26 @@ def _timed_out(exc: ReplyTimedOut) -> JSONResponse:
     return JSONResponse(_timeout_body(exc), status_code=504)
 
 
-async def _events(deltas: AsyncIterator, model: str, request_id: str, include_usage: bool) -> AsyncIterator[str]:
-    """Server-sent events: the role, text and tool-call deltas, the finish reason, usage if asked, [DONE]."""
-    yield _event(wire.chunk(model, request_id, {"role": "assistant", "content": ""}))
+async def _events(deltas: AsyncIterator, form: wire.WireFormat, model: str, request_id: str,
+                  include_usage: bool) -> AsyncIterator[str]:
+    """Server-sent events: the opening chunk, text and tool-call deltas, the finish reason, usage if asked,
+    [DONE]."""
+    if form.opening is not None:
+        yield _event(form.opening(model, request_id))
     calls = 0
     try:
         async for delta in deltas:
             if delta.text:
-                yield _event(wire.chunk(model, request_id, {"content": delta.text}))
-            if isinstance(delta.tool_call, ParsedToolCall):
+                yield _event(form.text(model, request_id, delta.text))
+            if isinstance(delta.tool_call, ParsedToolCall):  # chat completions only
                 yield _event(wire.chunk(model, request_id, wire.tool_call_delta(delta.tool_call, calls)))
                 calls += 1
             elif delta.tool_call is not None:  # a call cut off by max_tokens: its text stays in the content
-                yield _event(wire.chunk(model, request_id, {"content": delta.tool_call.raw}))
+                yield _event(form.text(model, request_id, delta.tool_call.raw))
             if delta.reply is not None:
-                yield _event(wire.chunk(model, request_id, {}, delta.reply.finish_reason))
+                yield _event(form.finish(model, request_id, delta.reply))
                 if include_usage:
-                    yield _event(wire.chunk(model, request_id, reply=delta.reply))
+                    yield _event(form.usage(model, request_id, delta.reply))
     except ReplyTimedOut as exc:  # the status line is sent: report in the stream, as OpenAI's servers do
         yield _event(_timeout_body(exc))
     except Exception as exc:
@@ -261,16 +275,16 @@ async def _events(deltas: AsyncIterator, model: str, request_id: str, include_us
     yield "data: [DONE]\n\n"
 
 
-def _log_reply(request_id: str, reply, stream: bool, seconds: float) -> None:
+def _log_reply(request_id: str, path: str, reply, stream: bool, seconds: float) -> None:
     """The request's log line: tokens read by each view, tokens written, what the cache pool did, time."""
     how = "stream" if stream else "json"
     if reply is None:  # the client went away, or the decode failed (its error went to the client)
-        log.info("%s POST /v1/chat/completions %s ended early after %.2f s", request_id, how, seconds)
+        log.info("%s POST %s %s ended early after %.2f s", request_id, path, how, seconds)
         return
     prefill = " ".join(f"{name} {s.prefill_tokens}" for name, s in reply.stats.streams.items())
-    log.info("%s POST /v1/chat/completions 200 %s prompt %d (full %d) completion %d %s cache %s prefill %s %.2f s",
-             request_id, how, reply.usage.input_tokens, reply.usage.full_input_tokens, reply.usage.output_tokens,
-             reply.finish_reason, reply.stats.cache, prefill, seconds)
+    log.info("%s POST %s 200 %s prompt %d (full %d) completion %d %s cache %s prefill %s %.2f s",
+             request_id, path, how, reply.usage.input_tokens, reply.usage.full_input_tokens,
+             reply.usage.output_tokens, reply.finish_reason, reply.stats.cache, prefill, seconds)
 
 
 class BodyLimit:
@@ -349,6 +363,9 @@ def _event(body: dict) -> str:
 def _client_error(exc: AsymSpecError) -> JSONResponse:
     if isinstance(exc, RemoteModelError):  # a model's own server failed, not the request
         return JSONResponse(wire.error_body(str(exc), "upstream_error"), status_code=502)
+    if isinstance(exc, CacheBudgetError):  # the calls in progress hold the KV budget: the request may come again
+        return JSONResponse(wire.error_body(str(exc), "server_overloaded", "kv_budget_full"), status_code=503,
+                            headers={"Retry-After": "5"})
     code = "context_length_exceeded" if isinstance(exc, ContextTooLongError) else None
     return JSONResponse(wire.error_body(str(exc), code=code), status_code=400)
 
@@ -421,7 +438,7 @@ def _exit_drained(signum, frame) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="asymspec serve", description="An OpenAI-compatible server over an "
-                                     "AsymSpec pair: POST /v1/chat/completions, GET /v1/models, GET /health.")
+                                     "AsymSpec pair: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics.")
     arguments.add_pair(parser)
     parser.add_argument("--model-name", default="asymspec", help="the name clients ask for (default: asymspec)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")

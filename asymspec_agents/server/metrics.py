@@ -2,8 +2,8 @@
 
 Names follow vLLM's where the meaning is the same (`asymspec:` for `vllm:`): requests by route and status, seconds
 to the first token and per reply, tokens in (the verifier's compressed view; the drafter's full view apart) and
-out, speculative blocks, drafted and accepted tokens, requests admitted, and the cache pool (KV bytes held against
-its budget, sets, calls by outcome, evictions) read at each scrape.
+out, speculative blocks, drafted and accepted tokens, requests admitted and those waiting for room in the KV budget,
+and the cache pool (KV bytes held against its budget, sets, calls by outcome, evictions) read at each scrape.
 """
 
 from __future__ import annotations
@@ -68,7 +68,11 @@ class _PoolCollector:
         stats = self.pool_stats()
         yield GaugeMetricFamily("asymspec:num_requests_admitted", "Completion requests running or waiting.",
                                 value=self.admitted())
+        yield GaugeMetricFamily("asymspec:num_requests_waiting", "Completion requests waiting for room in the KV "
+                                "budget.", value=stats.waiting)
         yield GaugeMetricFamily("asymspec:kv_cache_bytes", "KV cache the pool holds.", value=stats.kv_bytes)
+        yield GaugeMetricFamily("asymspec:kv_cache_largest_set_bytes", "KV cache of the largest conversation.",
+                                value=stats.largest_set_bytes)
         yield GaugeMetricFamily("asymspec:kv_cache_budget_bytes", "The pool's KV budget.", value=stats.budget_bytes)
         yield GaugeMetricFamily("asymspec:cache_sets", "Cache sets (one per conversation) in the pool.",
                                 value=stats.sets)

@@ -1,4 +1,4 @@
-"""OpenAI's chat-completions wire format, translated to and from `AsymSpecChat` (no HTTP here).
+"""OpenAI's chat-completions and completions wire formats, translated to and from `AsymSpecChat` (no HTTP here).
 
 Requests are checked field by field; everything the format allows and the pair cannot do (several choices,
 log-probabilities, images) is refused with a message instead of being ignored. Tool results name their tool by
@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -102,12 +103,66 @@ class ChatCompletionRequest(BaseModel):
     asymspec: dict[str, Any] | None = Field(default=None, json_schema_extra=_settings_schema())
 
 
+class CompletionRequest(BaseModel):
+    """The request body of `POST /v1/completions`: a plain prompt continued as it stands (fields this server does
+    not use are ignored; those asking for what it cannot do are refused)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    prompt: str | list[Any] = Field(json_schema_extra={"anyOf": [
+        {"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1},
+                                             "minItems": 1, "maxItems": 1}]})
+    stop: str | list[str] | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int | None = Field(default=None, ge=SEEDS[0], le=SEEDS[1])
+    n: int = Field(default=1, json_schema_extra={"enum": [1]})
+    best_of: int | None = Field(default=None, json_schema_extra={"enum": [1, None]})
+    echo: bool = Field(default=False, json_schema_extra={"enum": [False]})
+    logprobs: int | None = Field(default=None, json_schema_extra={"type": "null"})
+    suffix: str | None = Field(default=None, json_schema_extra={"type": "null"})
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    cache_salt: str | None = Field(default=None, max_length=256)
+    asymspec: dict[str, Any] | None = Field(default=None, json_schema_extra=_settings_schema())
+
+
 def chat_arguments(request: ChatCompletionRequest, base: GenerationConfig) -> dict[str, Any]:
     """`AsymSpecChat.stream` keyword arguments for a request, or `InvalidInputError` saying what to change."""
-    if request.n != 1:
-        raise InvalidInputError(f"n={request.n}: this server returns one choice per request; send n=1 (or omit it).")
     if request.logprobs:
         raise InvalidInputError("logprobs are not returned by this server; omit `logprobs`.")
+    return dict(messages=to_messages(request.messages), tools=request.tools or None,
+                tool_choice=_tool_choice(request.tool_choice), parallel_tool_calls=request.parallel_tool_calls,
+                response_schema=_response_schema(request.response_format),
+                config=_config(request, base, request.max_completion_tokens or request.max_tokens))
+
+
+def completion_arguments(request: CompletionRequest, base: GenerationConfig) -> dict[str, Any]:
+    """`AsymSpecChat.complete` keyword arguments for a request, or `InvalidInputError` saying what to change."""
+    refused = {"echo": request.echo, "logprobs": request.logprobs is not None, "suffix": bool(request.suffix),
+               "best_of": (request.best_of or 1) != 1}
+    for name, asked in refused.items():
+        if asked:
+            raise InvalidInputError(f"{name} is not supported by this server (it returns the continuation only, "
+                                    f"one choice, no log-probabilities); omit `{name}`.")
+    prompt = request.prompt
+    if isinstance(prompt, list):
+        if len(prompt) != 1 or not isinstance(prompt[0], str):
+            raise InvalidInputError("prompt must be one string (or a list holding one string): this server "
+                                    "continues one prompt per request, given as text, not token ids.")
+        prompt = prompt[0]
+    if not prompt:
+        raise InvalidInputError("prompt is empty; send the text to continue.")
+    return dict(prompt=prompt, config=_config(request, base, request.max_tokens))
+
+
+def _config(request: ChatCompletionRequest | CompletionRequest, base: GenerationConfig,
+            max_tokens: int | None) -> GenerationConfig:
+    """The request's generation settings on top of the server's: OpenAI's fields and the `asymspec` extension."""
+    if request.n != 1:
+        raise InvalidInputError(f"n={request.n}: this server returns one choice per request; send n=1 (or omit it).")
     settings = dict(request.asymspec or {})
     unknown = set(settings) - SETTING_NAMES
     if unknown:
@@ -115,17 +170,13 @@ def chat_arguments(request: ChatCompletionRequest, base: GenerationConfig) -> di
     for name in ("temperature", "top_p", "seed"):
         if getattr(request, name) is not None:
             settings[name] = getattr(request, name)
-    max_tokens = request.max_completion_tokens or request.max_tokens
     if max_tokens is not None:
         settings["max_new_tokens"] = max_tokens
     stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
     try:
-        config = GenerationConfig(**{**_base_settings(base), **settings, "stop": [*base.stop, *stop]})
+        return GenerationConfig(**{**_base_settings(base), **settings, "stop": [*base.stop, *stop]})
     except (TypeError, ConfigError) as exc:
         raise InvalidInputError(f"Invalid generation settings: {exc}") from exc
-    return dict(messages=to_messages(request.messages), tools=request.tools or None,
-                tool_choice=_tool_choice(request.tool_choice), parallel_tool_calls=request.parallel_tool_calls,
-                response_schema=_response_schema(request.response_format), config=config)
 
 
 def to_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -174,6 +225,24 @@ def chunk(model: str, request_id: str, delta: dict[str, Any] | None = None, fini
     return body
 
 
+def text_completion(reply: ChatReply, model: str, request_id: str) -> dict[str, Any]:
+    """The response body of a non-streamed `/v1/completions` request."""
+    return {**text_chunk(model, request_id, reply.text, reply.finish_reason), "usage": usage(reply),
+            "asymspec": reply.summary()}
+
+
+def text_chunk(model: str, request_id: str, text: str | None = None, finish_reason: str | None = None,
+               reply: ChatReply | None = None) -> dict[str, Any]:
+    """One streamed `text_completion`; with `reply` and no text it is the usage chunk (no choices)."""
+    body: dict[str, Any] = {"id": request_id, "object": "text_completion", "created": int(time.time()),
+                            "model": model, "choices": []}
+    if text is not None:
+        body["choices"] = [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]
+    if reply is not None:
+        body["usage"], body["asymspec"] = usage(reply), reply.summary()
+    return body
+
+
 def tool_call_delta(call: ParsedToolCall, index: int) -> dict[str, Any]:
     return {"tool_calls": [{"index": index, **_call(call)}]}
 
@@ -186,13 +255,35 @@ def usage(reply: ChatReply) -> dict[str, Any]:
             "total_tokens": reply.usage.total_tokens, "prompt_tokens_details": {"cached_tokens": cached}}
 
 
+@dataclass(frozen=True)
+class WireFormat:
+    """How one endpoint's replies go out: the whole response, and a stream's chunks (opening, text, finish,
+    usage), each `(model, request id, ...) -> body`."""
+
+    id_prefix: str
+    response: Callable[[ChatReply, str, str], dict]
+    opening: Callable[[str, str], dict] | None
+    text: Callable[[str, str, str], dict]
+    finish: Callable[[str, str, ChatReply], dict]
+    usage: Callable[[str, str, ChatReply], dict]
+
+
+CHAT = WireFormat("chatcmpl-", completion, lambda model, id_: chunk(model, id_, {"role": "assistant", "content": ""}),
+                  lambda model, id_, text: chunk(model, id_, {"content": text}),
+                  lambda model, id_, reply: chunk(model, id_, {}, reply.finish_reason),
+                  lambda model, id_, reply: chunk(model, id_, reply=reply))
+TEXT = WireFormat("cmpl-", text_completion, None, lambda model, id_, text: text_chunk(model, id_, text),
+                  lambda model, id_, reply: text_chunk(model, id_, "", reply.finish_reason),
+                  lambda model, id_, reply: text_chunk(model, id_, reply=reply))
+
+
 def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None,
                param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def new_request_id() -> str:
-    return "chatcmpl-" + uuid.uuid4().hex[:24]
+def new_request_id(prefix: str = "chatcmpl-") -> str:
+    return prefix + uuid.uuid4().hex[:24]
 
 
 def _call(call: ParsedToolCall) -> dict[str, Any]:

@@ -56,6 +56,21 @@ def test_streaming_gives_the_same_text_and_a_usage_chunk(client):
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
 
 
+def test_completions_through_the_openai_client_and_langchains_openai_llm(client, server):
+    prompt = "Question: What is the capital of France?\nAnswer: The capital of France is"  # a plain continuation
+    whole = client.completions.create(model="asymspec", prompt=prompt, max_tokens=12)
+    assert "Paris" in whole.choices[0].text and whole.usage.prompt_tokens > 0
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model="asymspec", prompt=prompt, max_tokens=12, stream=True) if c.choices)
+    assert streamed == whole.choices[0].text
+    with pytest.raises(openai.BadRequestError, match="echo"):
+        client.completions.create(model="asymspec", prompt=prompt, echo=True)
+    langchain_openai = pytest.importorskip("langchain_openai")
+    llm = langchain_openai.OpenAI(base_url=server.base_url, api_key="unused", model="asymspec", max_tokens=12,
+                                  temperature=0, max_retries=0)
+    assert llm.invoke(prompt) == whole.choices[0].text
+
+
 def test_malformed_requests_get_4xx_with_a_message(client, server):
     with pytest.raises(openai.BadRequestError, match="unknown role"):
         client.chat.completions.create(model="asymspec", messages=[{"role": "wizard", "content": "hi"}])

@@ -104,6 +104,48 @@ def test_a_conversation_bigger_than_the_kv_budget_evicts_the_others_never_itself
     assert server.returncode == 0 and "Traceback" not in server.log(), server.log()[-3000:]
 
 
+def test_three_clients_never_hold_more_kv_than_the_budget_or_one_conversations_caches():
+    """The budget holds during calls: a call that would pass it beside the calls in progress waits for room."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from asymspec_agents.bench.common import pydoc_text
+
+    text = pydoc_text()
+    documents = [text[i * 2500:(i + 1) * 2500] for i in range(3)]  # ~600 tokens each, different
+    samples, done = [], threading.Event()
+    with ServerProcess(["--kv-budget-gib", "0.04", "--max-new-tokens", "16", "--log-level", "warning"]) as server:
+        def scrape() -> None:
+            while not done.is_set():
+                metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+                samples.append({s.name: s.value for family in text_string_to_metric_families(metrics)
+                                for s in family.samples if not s.labels})
+                time.sleep(0.05)
+
+        def converse(document: str) -> None:
+            messages = [{"role": "user", "content": document + "\n\nWhat is this text about?"}]
+            for follow_up in ("Name one term it defines.", "Say it in five words."):
+                messages += [post(server, messages)["choices"][0]["message"], {"role": "user", "content": follow_up}]
+            post(server, messages)
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        clients = [threading.Thread(target=converse, args=(document,)) for document in documents]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(timeout=600)
+        done.set()
+        scraper.join(timeout=30)
+        assert not any(client.is_alive() for client in clients)
+        assert server.health()["cache_pool"]["calls"] == 9
+    budget = samples[0]["asymspec:kv_cache_budget_bytes"]
+    held = [(s["asymspec:kv_cache_bytes"], s["asymspec:kv_cache_largest_set_bytes"]) for s in samples]
+    assert len(held) > 20 and max(kv for kv, _ in held) > budget / 2, held  # the run filled the budget
+    assert all(kv <= max(budget, largest) for kv, largest in held), [h for h in held if h[0] > budget]
+    assert max(s["asymspec:num_requests_waiting"] for s in samples) >= 1  # calls did wait for room
+    assert server.returncode == 0 and "Traceback" not in server.log(), server.log()[-3000:]
+
+
 def test_a_reply_past_the_request_timeout_is_a_504_and_its_conversation_goes_on_unchanged():
     counting = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]  # minutes (raw model)
     with ServerProcess(["--verifier", "bundled", "--request-timeout", "3", "--log-level", "warning"]) as server:

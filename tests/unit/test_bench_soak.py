@@ -34,3 +34,19 @@ def test_minutes_split_the_run_and_take_latency_of_completed_valid_requests_only
     text = (tmp_path / "soak.md").read_text()
     assert "5 requests, 1 unexplained" in text and "1/2 replies equal" in text and "3 conversations' caches" in text
     assert (tmp_path / "soak.json").exists()
+
+
+def test_a_tenants_first_request_that_reused_anything_is_a_cross_tenant_hit(tmp_path):
+    requests = [record(1, "json", tenant=0, cache="fresh", cached_tokens=0),
+                record(2, "json", tenant=1, cache="fresh", cached_tokens=0),
+                record(3, "stream", tenant=0, cache="continued", cached_tokens=300),
+                record(4, "cancelled", tenant=1),
+                record(5, "json", tenant=1, cache="branched", cached_tokens=120)]
+    clean = {**report(requests), "tenants": 2}
+    assert soak.cross_tenant_hits(clean) == [] and soak.own_reuse(clean) == (2, 4)
+    soak.write_outputs(clean, str(tmp_path / "soak"))
+    assert "2 tenants (one API key each): 0 cross-tenant cache hits" in (tmp_path / "soak.md").read_text()
+    leaked = {**clean, "requests": [requests[0], {**requests[1], "cache": "branched", "cached_tokens": 250}]}
+    assert [r["at"] for r in soak.cross_tenant_hits(leaked)] == [2]
+    fresh_but_cached = {**clean, "requests": [requests[0], {**requests[1], "cached_tokens": 7}]}
+    assert [r["tenant"] for r in soak.cross_tenant_hits(fresh_but_cached)] == [1]

@@ -141,6 +141,63 @@ def test_bad_requests_get_a_4xx_that_says_what_to_change(client, body, status, s
     assert says in response.json()["error"]["message"]
 
 
+PROMPT = "The three primary colours of light are red, green and"
+
+
+def test_completions_continue_the_plain_prompt_with_no_template_around_it(client, chat):
+    body = client.post("/v1/completions", json={"model": "tiny", "prompt": PROMPT, "max_tokens": 8}).json()
+    assert body["object"] == "text_completion" and body["id"].startswith("cmpl-")
+    (choice,) = body["choices"]
+    assert choice["finish_reason"] in {"stop", "length"} and choice["logprobs"] is None
+    ids = chat.engine.tokenizer(PROMPT, add_special_tokens=False)["input_ids"]
+    assert body["usage"]["prompt_tokens"] == len(ids) == body["asymspec"]["full_input_tokens"]
+    assert choice["text"] == chat.engine.generate(ids, ids, chat.config, max_new_tokens=8).text
+    # a one-string list is the same request
+    again = client.post("/v1/completions", json={"model": "tiny", "prompt": [PROMPT], "max_tokens": 8}).json()
+    assert again["choices"][0]["text"] == choice["text"] and again["asymspec"]["cache"] == "continued"
+
+
+def test_a_streamed_completion_adds_up_to_the_whole_one(client):
+    request = {"model": "tiny", "prompt": PROMPT, "max_tokens": 8}
+    whole = client.post("/v1/completions", json=request).json()
+    chunks = events(client.post("/v1/completions", json={**request, "stream": True,
+                                                          "stream_options": {"include_usage": True}}))
+    assert all(c["object"] == "text_completion" for c in chunks)
+    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == whole["choices"][0]["text"]
+    assert chunks[-2]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == whole["usage"]
+
+
+def test_a_completion_prompt_over_the_user_budget_reaches_the_verifier_compressed():
+    from asymspec_agents.context import CompressionPolicy
+
+    pair = tiny_random_pair(seed=0)
+    chat = AsymSpecChat(AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer),
+                        policy=CompressionPolicy(budgets={"user": 32}))
+    with TestClient(create_app(chat, model_name="tiny")) as app:
+        body = app.post("/v1/completions", json={"model": "tiny", "prompt": "A long report line. " * 40 + PROMPT,
+                                                 "max_tokens": 4}).json()
+    assert body["usage"]["prompt_tokens"] <= 32 + 8 < body["asymspec"]["full_input_tokens"]
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"echo": True}, "echo"),
+    ({"logprobs": 2}, "logprobs"),
+    ({"suffix": "the end"}, "suffix"),
+    ({"best_of": 3}, "best_of"),
+    ({"n": 2}, "one choice"),
+    ({"prompt": [PROMPT, PROMPT]}, "one prompt per request"),
+    ({"prompt": [[1, 2, 3]]}, "not token ids"),
+    ({"prompt": ""}, "prompt is empty"),
+    ({"prompt": "word " * 5000}, "the models' window"),
+    ({"max_tokens": 10**6}, "max_tokens"),
+])
+def test_completions_refuse_what_they_cannot_do_with_a_400_that_says_what(client, body, says):
+    response = client.post("/v1/completions", json={"model": "tiny", "prompt": PROMPT, **body})
+    assert response.status_code == 400, response.text
+    assert says in response.json()["error"]["message"]
+
+
 def test_a_body_that_is_not_json_gets_a_400(client):
     response = client.post("/v1/chat/completions", content=b"{bad json", headers={"content-type": "application/json"})
     assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
@@ -225,9 +282,24 @@ def test_metrics_count_what_was_served_in_prometheus_text():
     assert value("asymspec:e2e_request_latency_seconds_count") == 3
     assert value("asymspec:time_to_first_token_seconds_count") == 3
     assert value("asymspec:spec_decode_num_draft_tokens_total") >= value("asymspec:spec_decode_num_accepted_tokens_total")
-    assert value("asymspec:num_requests_admitted") == 0
+    assert value("asymspec:num_requests_admitted") == 0 and value("asymspec:num_requests_waiting") == 0
     assert value("asymspec:kv_cache_budget_bytes") > 0 and value("asymspec:cache_sets") >= 1
     assert sum(value("asymspec:cache_pool_calls_total", outcome=o) for o in ("continued", "branched", "fresh")) == 3
+
+
+def test_a_request_that_finds_no_room_in_the_kv_budget_in_time_gets_a_503_with_retry_after():
+    pair = tiny_random_pair(seed=0)
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_budget=1)
+    engine.pool.room_wait = 0.2
+    ids = pair.tokenizer("another conversation, in progress")["input_ids"]
+    holding = engine.stream(ids, ids, max_new_tokens=4)
+    next(holding)  # its call holds the budget
+    with TestClient(create_app(AsymSpecChat(engine), model_name="tiny")) as app:
+        busy = app.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, "max_tokens": 6})
+        assert busy.status_code == 503 and busy.headers["retry-after"], busy.text
+        assert busy.json()["error"]["code"] == "kv_budget_full" and "--kv-budget-gib" in busy.json()["error"]["message"]
+        list(holding)
+        assert app.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, "max_tokens": 6}).status_code == 200
 
 
 def test_max_tokens_past_the_window_or_the_servers_limit_gets_a_400(chat):

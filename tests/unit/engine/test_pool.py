@@ -1,10 +1,12 @@
 """The cache pool: conversations that alternate keep their caches; concurrent calls equal serial ones."""
 
 import threading
+import time
 
 import pytest
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
+from asymspec_agents.errors import CacheBudgetError
 from asymspec_agents.engine.kv_cache import GrowingLayer
 
 SYSTEM = "system: You answer briefly and exactly. Tools: search, lookup, calculator, weather, calendar.\n"
@@ -162,3 +164,68 @@ def test_kv_bytes_counts_every_layers_keys_and_values(pair):
     (stream,) = [s for st in engine.pool._sets for s in st.streams.values()]
     # the keys and values of every token, and the room the growing buffers keep for the next ones
     assert per_token * len(stream.ids) <= stream.nbytes <= per_token * GrowingLayer.room(len(stream.ids))
+
+
+def _wait_until(condition, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_call_with_no_room_in_the_budget_waits_for_the_call_in_progress_first_come_first_served(pair):
+    """A budget of one byte: a call always starts alone, never beside another (its caches would pass the budget)."""
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_budget=1)
+    ids = {name: pair.tokenizer(f"user: {name} asks about {name * 3}?\nassistant:")["input_ids"]
+           for name in ("alpha", "beta", "gamma")}
+    holding = engine.stream(ids["alpha"], ids["alpha"][1:], CONFIG)
+    first = next(holding)  # alpha's call is in progress, its set busy, between two blocks
+    finished, results = [], {}
+
+    def call(name):
+        results[name] = engine.generate(ids[name], ids[name][1:], CONFIG).token_ids
+        finished.append(name)
+
+    waiting = []
+    for count, name in enumerate(("beta", "gamma"), start=1):
+        waiting.append(threading.Thread(target=call, args=(name,)))
+        waiting[-1].start()
+        assert _wait_until(lambda: engine.pool.stats.waiting == count), engine.pool.stats
+    assert not finished and engine.pool.stats.busy == 1
+    alpha = first.token_ids + [t for chunk in holding for t in chunk.token_ids]
+    for thread in waiting:
+        thread.join(timeout=300)
+    assert finished == ["beta", "gamma"]  # in the order they came
+    fresh = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    for name, tokens in [("alpha", alpha), *results.items()]:
+        assert tokens == fresh.generate(ids[name], ids[name][1:], CONFIG).token_ids, name
+    stats = engine.pool.stats
+    assert (stats.sets, stats.waiting, stats.busy, stats.evictions) == (1, 0, 0, 2)
+
+
+def test_a_call_that_finds_no_room_in_time_gets_a_cache_budget_error_and_the_pool_goes_on(pair):
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_budget=1)
+    engine.pool.room_wait = 0.2
+    a = pair.tokenizer("user: the first conversation\nassistant:")["input_ids"]
+    b = pair.tokenizer("user: another one entirely\nassistant:")["input_ids"]
+    holding = engine.stream(a, a, CONFIG)
+    next(holding)
+    with pytest.raises(CacheBudgetError, match="kv_budget"):
+        engine.generate(b, b, CONFIG)
+    list(holding)
+    assert engine.pool.stats.waiting == 0
+    assert engine.generate(b, b, CONFIG).token_ids  # room again once the first call ended
+
+
+def test_a_call_reserves_at_least_what_its_streams_come_to_hold(pair):
+    engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer)
+    ids = pair.tokenizer("user: reserve enough for this reply, please\nassistant:")["input_ids"]
+    engine.generate(ids, ids[-5:], CONFIG)
+    (chosen,) = engine.pool._sets
+    new_tokens = CONFIG.max_new_tokens + engine.decoding(CONFIG).k_max + 1
+    for (role, view), stream in chosen.streams.items():
+        prompt = len(ids if view == "full" else ids[-5:])
+        assert 0 < stream.nbytes <= stream.bytes_for(prompt + new_tokens), (role, view)
+        assert stream.bytes_for(len(stream.ids)) >= stream.nbytes
