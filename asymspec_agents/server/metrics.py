@@ -3,7 +3,8 @@
 Names follow vLLM's where the meaning is the same (`asymspec:` for `vllm:`): requests by route and status, seconds
 to the first token and per reply, tokens in (the verifier's compressed view; the drafter's full view apart) and
 out, speculative blocks, drafted and accepted tokens, requests admitted and those waiting for room in the KV budget,
-and the cache pool (KV bytes held against its budget, sets, calls by outcome, evictions) read at each scrape.
+the cache pool (KV bytes held against its budget, sets, calls by outcome, evictions) read at each scrape, and for
+models on servers the requests sent to them and the seconds waited, by role.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class ServerMetrics:
                                     registry=registry)
         self.accepted_tokens = Counter("asymspec:spec_decode_num_accepted_tokens", "Proposed tokens the verifier "
                                        "accepted.", registry=registry)
+        self.upstream_requests = Counter("asymspec:upstream_requests", "HTTP requests sent to a model's server "
+                                         "(remote models), by the model's role.", ["role"], registry=registry)
+        self.upstream_seconds = Counter("asymspec:upstream_request_seconds", "Seconds spent waiting on a model's "
+                                        "server (remote models), by the model's role.", ["role"], registry=registry)
         registry.register(_PoolCollector(pool_stats, admitted))
 
     def request(self, route: str, status: int) -> None:
@@ -53,6 +58,10 @@ class ServerMetrics:
         self.drafts.inc(reply.stats.blocks)
         self.draft_tokens.inc(reply.stats.drafted)
         self.accepted_tokens.inc(reply.stats.accepted)
+        for stream in reply.stats.streams.values():
+            if stream.requests:
+                self.upstream_requests.labels(stream.role).inc(stream.requests)
+                self.upstream_seconds.labels(stream.role).inc(stream.seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -278,5 +278,23 @@ def test_two_replicas_of_asymspec_serve_with_no_weights_share_one_conversation(s
                    for s in (one, two)]
         alternating = converse(clients)
         alone = converse([clients[1], clients[1]])
+        upstream = _metrics(one)  # what the replica sent its model servers, by role
+        assert upstream["asymspec:upstream_requests_total"]["verifier"] >= 2  # two replies at least one each
+        assert upstream["asymspec:upstream_requests_total"]["drafter"] >= 2
+        assert all(seconds > 0 for seconds in upstream["asymspec:upstream_request_seconds_total"].values())
     assert alternating == alone and alternating[0] == "get_weather" and "Paris" in alternating[1]
     assert one.returncode == 0 and two.returncode == 0
+
+
+def _metrics(server) -> dict:
+    """A server's labelled counters by name, then by role: {name: {role: value}}."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(server.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+    out: dict = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if "role" in sample.labels:
+                out.setdefault(sample.name, {})[sample.labels["role"]] = sample.value
+    return out

@@ -302,6 +302,30 @@ def test_a_request_that_finds_no_room_in_the_kv_budget_in_time_gets_a_503_with_r
         assert app.post("/v1/chat/completions", json={"model": "tiny", "messages": USER, "max_tokens": 6}).status_code == 200
 
 
+def test_metrics_count_requests_to_model_servers_and_their_seconds_by_role():
+    from types import SimpleNamespace
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from asymspec_agents.chat import Usage
+    from asymspec_agents.engine.stats import GenerationStats, StreamStats
+    from asymspec_agents.server.metrics import ServerMetrics
+
+    metrics = ServerMetrics(lambda: SimpleNamespace(waiting=0, kv_bytes=0, largest_set_bytes=0, budget_bytes=1, sets=0,
+                                                    continued=0, branched=0, fresh=0, evictions=0), lambda: 0)
+    streams = {"V_comp": StreamStats("verifier", "comp", requests=3, seconds=0.5),
+               "S_full": StreamStats("drafter", "full", requests=4, seconds=0.25),
+               "S_comp": StreamStats("drafter", "comp", requests=2, seconds=0.25)}
+    reply = SimpleNamespace(usage=Usage(10, 5, 20), stats=GenerationStats("asymmetric", streams=streams))
+    for _ in range(2):
+        metrics.reply(reply, 1.0)
+    samples = {(s.name, s.labels.get("role")): s.value
+               for family in text_string_to_metric_families(metrics.render().decode()) for s in family.samples}
+    assert samples["asymspec:upstream_requests_total", "verifier"] == 6
+    assert samples["asymspec:upstream_requests_total", "drafter"] == 12
+    assert samples["asymspec:upstream_request_seconds_total", "drafter"] == pytest.approx(1.0)
+
+
 def test_max_tokens_past_the_window_or_the_servers_limit_gets_a_400(chat):
     window = chat.engine.context_window
     with TestClient(create_app(chat, model_name="tiny", max_tokens_limit=20)) as limited:
