@@ -180,12 +180,13 @@ class CachePool:
                     self._waiting.remove(ticket)
                     self._changed.notify_all()  # the next in line may go now
             best.busy, best.reserved = True, need
-            if how != CONTINUED:
-                for role, view in used if donor is not None else ():
+            if how == BRANCHED:
+                for role, view in used:
                     source = donor.streams.get((role, view))
                     if source is not None:
                         shared = common_prefix(source.ids, prompts[role, view][:-1])
                         best.stream(role, view).copy_prefix(source, shared)
+            if how != CONTINUED:
                 self._sets.append(best)
             self._evict(keep=best)  # idle sets go while the pool, this call's reservation counted, is over budget
             self._stats.calls += 1
