@@ -100,3 +100,14 @@ def generate_at_once(engine, prompts: list[tuple[list[int], list[int]]], config,
     for thread in threads:
         thread.join(timeout=timeout)
     return [out.get(i) for i in range(len(prompts))]
+
+
+def png_bytes(width: int = 8, height: int = 8, color: str = "red") -> bytes:
+    """A small real PNG image (Pillow), for tests of the image paths."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(buffer, "PNG")
+    return buffer.getvalue()

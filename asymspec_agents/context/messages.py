@@ -110,6 +110,7 @@ class ToolResult:
     name: str
     content: str
     is_error: bool = False
+    images: list[ImageItem] = field(default_factory=list)  # what a tool returned as pictures (a screenshot)
     role: ClassVar[str] = "tool"
 
 
@@ -135,13 +136,31 @@ def _coerce(message, index: int) -> Message:
         coerced = UserMessage(
             content,
             passages=[p if isinstance(p, Passage) else Passage(**p) for p in message.get("passages", [])],
-            images=[i if isinstance(i, ImageItem) else ImageItem(**i) for i in message.get("images", [])],
+            images=_images(message.get("images", []), index),
         )
     elif role == "assistant":
         coerced = AssistantMessage(content, tool_calls=[coerce_tool_call(call, index) for call in message.get("tool_calls") or []])
     else:
-        coerced = ToolResult(message.get("tool_call_id") or "", message.get("name") or "", content, bool(message.get("is_error", False)))
+        coerced = ToolResult(message.get("tool_call_id") or "", message.get("name") or "", content,
+                             bool(message.get("is_error", False)), _images(message.get("images", []), index))
     return _check_text(coerced, index)
+
+
+def _images(images, index: int) -> list:
+    """A message's images as ImageItems (dicts of ImageItem's fields taken); other items are left for
+    `_check_text` to refuse."""
+    if not isinstance(images, (list, tuple)):
+        raise InvalidMessageError(f"Message {index}: images must be a list of ImageItem objects or dicts.")
+    out = []
+    for image in images:
+        if isinstance(image, dict):
+            try:
+                image = ImageItem(**image)
+            except TypeError:
+                raise InvalidMessageError(f"Message {index}: an image dict takes 'data_or_path' and 'caption', got "
+                                          f"{sorted(image)}.") from None
+        out.append(image)
+    return out
 
 
 def coerce_tool_call(call, index: int = 0) -> ToolCall:
@@ -165,9 +184,12 @@ def _check_text(message, index: int) -> Message:
     for passage in getattr(message, "passages", ()):
         if not isinstance(passage, Passage) or not isinstance(passage.text, str):
             raise InvalidMessageError(f"Message {index}: passages must be Passage objects with text strings, got {passage!r:.80}.")
-    for image in getattr(message, "images", ()):
+    from .images import check_image
+
+    for number, image in enumerate(getattr(message, "images", ()), 1):
         if not isinstance(image, ImageItem):
             raise InvalidMessageError(f"Message {index}: images must be ImageItem objects, got {type(image).__name__}.")
+        check_image(image, f"Message {index}: image {number}")
     return message
 
 

@@ -5,7 +5,7 @@ Layout of both views (chat template of the tokenizer, tool format of `tool_forma
                 the tools block is added first when the conversation has tools but no leading system message
   user turn     images, then retrieved passages in <documents>, then the text
   assistant     text, then one <tool_call> block per call (calls are never compressed: they must stay exact)
-  tool turn     <tool_response name="..."> result </tool_response>
+  tool turn     <tool_response name="..."> images, then the result </tool_response>
   and, at the end, the generation prompt that opens the assistant's reply.
 
 Append-stability: each turn is tokenized on its own and each item's compressed form depends only on the item and
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -37,6 +38,10 @@ from .report import CompressionReport, ReportItem
 from .tokens import Cl100kCounter, TokenCounter
 from .tool_format import TOOL_RESULT_CLOSE, format_tool_call, tool_result_open, tools_block
 from .tools import ToolSpec, signature, validate_tools
+
+
+class ImageWarning(UserWarning):
+    """Images are read as their stand-in text (a text-only pair), said once per DualContext."""
 
 
 @dataclass
@@ -70,6 +75,7 @@ class DualContext:
         self.retriever = BM25Select()  # the drafter's retrieval view (policy.drafter_budget)
         self.captioner = captioner
         self.cache = LRUCache(cache_size)  # compressions, tools blocks and captions, by content hash
+        self._said_images = False  # the warning that images are read as text, once per memory
         self._arrivals = LRUCache(cache_size)  # item -> the explicit query current when it first arrived
 
     def render(self, messages, tools=None, query: str | None = None, *, add_generation_prompt: bool = True,
@@ -233,7 +239,9 @@ class DualContext:
             elif isinstance(message, ToolResult):
                 call = calls[message.tool_call_id]
                 pending = f"{last_user}\n{call.name} {json.dumps(call.arguments, ensure_ascii=False)}"
-                parts = [tool_result_open(message.name or call.name, message.is_error), item("tool_result", message.content, pending), TOOL_RESULT_CLOSE]
+                parts = [tool_result_open(message.name or call.name, message.is_error),
+                         *(self._image_item(image, index) for image in message.images),
+                         item("tool_result", message.content, pending), TOOL_RESULT_CLOSE]
                 turns.append((self.format.tool_role, parts))
         return turns
 
@@ -242,6 +250,13 @@ class DualContext:
         return arrived_with if arrived_with is not None else derived
 
     def _image_item(self, image: ImageItem, index: int) -> _Item:
+        """An image as its stand-in text in both views: the caller's caption, else the captioner's (once per image),
+        else none."""
+        if not self._said_images:
+            self._said_images = True
+            warnings.warn(ImageWarning(
+                "Images reach both models as stand-in text: the ImageItem's caption (alt text), else what "
+                "DualContext's captioner says of it, else '[image]'. No model of this pair reads pixels."), stacklevel=4)
         source = _image_source(image)
         caption = image.caption
         if caption is None and self.captioner is not None:

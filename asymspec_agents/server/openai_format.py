@@ -1,7 +1,9 @@
 """OpenAI's chat-completions and completions wire formats, translated to and from `AsymSpecChat` (no HTTP here).
 
 Requests are checked field by field; everything the format allows and the pair cannot do (several choices,
-log-probabilities, images) is refused with a message instead of being ignored. Tool results name their tool by
+log-probabilities, images by remote URL) is refused with a message instead of being ignored. Images in user and
+tool messages come as `image_url` parts with base64 data URLs and reach the models as stand-in text
+(context/render.py). Tool results name their tool by
 the id of the call they answer, as OpenAI's messages do. A reply's tool call that could not be parsed (cut off by
 `max_tokens`) goes out as the text the model wrote, in the content: as a call, an agent (LangGraph's tool node)
 would answer it with an error result while its client drops the call itself from the history it sends back, and
@@ -20,6 +22,8 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..chat import ChatReply
+from ..context import ImageItem
+from ..context.images import image_from_url
 from ..context.tool_format import TOOL_CALL_OPEN, ParsedToolCall
 from ..engine import GenerationConfig
 from ..engine.config import CHOICES, SEEDS, setting_fields
@@ -30,20 +34,27 @@ SETTING_NAMES = {f.name for f in fields(GenerationConfig)} - {"decisions", "stop
 
 # What messages and tools look like, for the OpenAPI document (clients and fuzzers read it); the body is checked
 # by `to_messages` and the core's validation, whose errors say what to change.
-_TEXT = {"anyOf": [{"type": "string"}, {"type": "array", "items": {  # a string, or text parts (joined)
-    "type": "object", "required": ["type", "text"], "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]}
+_TEXT_PART = {"type": "object", "required": ["type", "text"],
+              "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}
+_IMAGE_PART = {"type": "object", "required": ["type", "image_url"], "properties": {  # a data URL: nothing is fetched
+    "type": {"const": "image_url"},
+    "image_url": {"type": "object", "required": ["url"], "properties": {"url": {"type": "string"}}}}}
+_TEXT = {"anyOf": [{"type": "string"}, {"type": "array", "items": _TEXT_PART}]}  # a string, or text parts (joined)
+_TEXT_AND_IMAGES = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"anyOf": [_TEXT_PART, _IMAGE_PART]}}]}
 _TOOL_CALL = {"type": "object", "required": ["id", "type", "function"], "properties": {
     "id": {"type": "string"}, "type": {"const": "function"},
     "function": {"type": "object", "required": ["name", "arguments"],
                  "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}}}}}
 MESSAGE_SCHEMA = {"oneOf": [
     {"type": "object", "required": ["role", "content"],
-     "properties": {"role": {"enum": ["system", "developer", "user"]}, "content": _TEXT}},
+     "properties": {"role": {"enum": ["system", "developer"]}, "content": _TEXT}},
+    {"type": "object", "required": ["role", "content"],
+     "properties": {"role": {"const": "user"}, "content": _TEXT_AND_IMAGES}},
     {"type": "object", "required": ["role"], "properties": {
         "role": {"const": "assistant"}, "content": {"anyOf": [_TEXT, {"type": "null"}]},
         "tool_calls": {"type": "array", "items": _TOOL_CALL}}},
     {"type": "object", "required": ["role", "tool_call_id", "content"],
-     "properties": {"role": {"const": "tool"}, "tool_call_id": {"type": "string"}, "content": _TEXT}}]}
+     "properties": {"role": {"const": "tool"}, "tool_call_id": {"type": "string"}, "content": _TEXT_AND_IMAGES}}]}
 TOOL_CHOICE_SCHEMA = {"anyOf": [
     {"enum": ["none", "auto", "required"]},
     {"type": "object", "required": ["type", "function"], "properties": {
@@ -186,8 +197,10 @@ def to_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for index, message in enumerate(messages):
         role = message.get("role")
-        item: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                                "content": _text(message.get("content"), index)}
+        text, images = _content(message.get("content"), index, images_allowed=role in ("user", "tool"))
+        item: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": text}
+        if images:
+            item["images"] = images
         if role == "assistant" and message.get("tool_calls"):
             calls = [_tool_call(call, index) for call in message["tool_calls"]]
             item["tool_calls"] = [call for call in calls if isinstance(call, dict)]
@@ -295,20 +308,29 @@ def _base_settings(base: GenerationConfig) -> dict[str, Any]:
     return {f.name: getattr(base, f.name) for f in fields(GenerationConfig) if f.name != "stop"}
 
 
-def _text(content, index: int) -> str:
+def _content(content, index: int, images_allowed: bool) -> tuple[str, list[ImageItem]]:
+    """A message's text (a string, or its text parts joined) and its images (`image_url` parts with data URLs, in
+    user and tool messages)."""
     if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise InvalidMessageError(f"Message {index}: content part of type {kind!r} is not supported; "
-                                          "send text (a string, or parts of type 'text').")
+        return content or "", []
+    if not isinstance(content, list):
+        raise InvalidMessageError(f"Message {index}: content must be a string or a list of text parts, "
+                                  f"got {type(content).__name__}.")
+    parts, images = [], []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind == "text" and isinstance(part.get("text"), str):
             parts.append(part["text"])
-        return "".join(parts)
-    raise InvalidMessageError(f"Message {index}: content must be a string or a list of text parts, "
-                              f"got {type(content).__name__}.")
+        elif kind == "image_url" and images_allowed:
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            images.append(image_from_url(url, f"Message {index}: image {len(images) + 1}"))
+        else:
+            allowed = ("'text' and 'image_url' (with a data URL)" if images_allowed
+                       else "'text' (images go in user and tool messages)")
+            raise InvalidMessageError(f"Message {index}: content part of type {kind!r} is not supported; send parts "
+                                      f"of type {allowed}.")
+    return "".join(parts), images
 
 
 def _tool_call(call, index: int) -> dict[str, Any] | str:

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from asymspec_agents import AsymSpecEngine, GenerationConfig  # noqa: E402
 from asymspec_agents.chat import AsymSpecChat  # noqa: E402
 from asymspec_agents.server.app import create_app  # noqa: E402
-from asymspec_agents.testing import tiny_random_pair  # noqa: E402
+from asymspec_agents.testing import png_bytes, tiny_random_pair  # noqa: E402
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},
@@ -129,7 +129,14 @@ def test_json_schema_response_format_gives_json_of_that_schema(client):
     ({"response_format": {"type": "json_schema"}}, 400, "response_format"),
     ({"asymspec": {"warp": 9}}, 400, "warp"),
     ({"asymspec": {"gamma": 7}}, 400, "gamma"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400, "image_url"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400,
+     "not a base64 data URL"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://a.b/c.png"}}]}]},
+     400, "nothing here fetches images"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {
+        "url": "data:image/png;base64,bm90IGFuIGltYWdl"}}]}]}, 400, "not an image that can be read"),
+    ({"messages": [{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400,
+     "images go in user and tool messages"),
     ({"messages": [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]}, 400, "matches no earlier tool call"),
     ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}]}, 400, "a tool call needs"),
     ({"model": "gpt-4"}, 404, "not served here"),
@@ -196,6 +203,25 @@ def test_completions_refuse_what_they_cannot_do_with_a_400_that_says_what(client
     response = client.post("/v1/completions", json={"model": "tiny", "prompt": PROMPT, **body})
     assert response.status_code == 400, response.text
     assert says in response.json()["error"]["message"]
+
+
+def test_images_in_user_and_tool_messages_come_as_data_urls_and_reach_the_models_as_stand_ins(client):
+    import base64
+
+    url = "data:image/png;base64," + base64.b64encode(png_bytes()).decode()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "What is on the screen?"},
+                                             {"type": "image_url", "image_url": {"url": url}}]},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                                                   {"type": "text", "text": "A map."}]}]
+    response = client.post("/v1/chat/completions", json={"model": "tiny", "messages": messages, "max_tokens": 4})
+    assert response.status_code == 200, response.text
+    with_images = response.json()["usage"]["prompt_tokens"]
+    for message in (messages[0], messages[2]):
+        message["content"] = [part for part in message["content"] if part["type"] == "text"]
+    without = client.post("/v1/chat/completions", json={"model": "tiny", "messages": messages, "max_tokens": 4})
+    assert with_images > without.json()["usage"]["prompt_tokens"]  # the two stand-ins are read
 
 
 def test_a_body_that_is_not_json_gets_a_400(client):

@@ -18,15 +18,18 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from asymspec_agents.chat import ChatReply
-from asymspec_agents.context import AssistantMessage, ToolCall, ToolResult, ToolSpec, UserMessage
+from asymspec_agents.context import AssistantMessage, ImageItem, ToolCall, ToolResult, ToolSpec, UserMessage
+from asymspec_agents.context.images import decode_base64, image_from_url
 from asymspec_agents.context import SystemMessage as CoreSystemMessage
 from asymspec_agents.context.messages import with_later_messages as core_with_later_messages
 from asymspec_agents.context.tool_format import InvalidToolCall, ParsedToolCall
 from asymspec_agents.context.tools import validate_tools
 from asymspec_agents.errors import InvalidInputError, InvalidToolSchemaError
 
-# content blocks that carry text; every other block kind is media this text-only pair cannot read
+# content blocks that carry text; images (in human and tool messages) are read as stand-in text; other media
+# (audio, video, files) this text-only pair cannot read
 _TEXT_BLOCKS = {"text", "text-plain"}
+_IMAGE_BLOCKS = {"image", "image_url"}
 # blocks that repeat what `AIMessage.tool_calls` already holds, or hidden reasoning: not rendered
 _SKIPPED_AI_BLOCKS = {"tool_use", "tool_call", "tool_call_chunk", "function_call", "thinking", "reasoning",
                       "redacted_thinking", "server_tool_call", "server_tool_result"}
@@ -40,14 +43,17 @@ ROLE_OF_CHAT_MESSAGE = {"system": "system", "developer": "system", "user": "user
 
 
 def to_core_messages(messages: Sequence[BaseMessage]) -> list:
-    """LangChain messages as core messages. Raises `InvalidInputError` on media content or unknown message kinds."""
+    """LangChain messages as core messages. Images in human and tool messages (LangChain's standard image blocks
+    with base64 data or a data URL, or OpenAI's `image_url` blocks) become the core's ImageItems. Raises
+    `InvalidInputError` on other media, remote image URLs, malformed images or unknown message kinds."""
     out: list = []
     names: dict[str, str] = {}  # tool call id -> tool name, for ToolMessages sent without a name
     for index, message in enumerate(messages):
         if isinstance(message, SystemMessage):
             out.append(CoreSystemMessage(content_text(message.content, index)))
         elif isinstance(message, HumanMessage):
-            out.append(UserMessage(content_text(message.content, index)))
+            text, images = content_parts(message.content, index, images=True)
+            out.append(UserMessage(text, images=images))
         elif isinstance(message, AIMessage):
             calls = [ToolCall(call["id"] or f"call_{index}_{n}", call["name"], call["args"])
                      for n, call in enumerate(message.tool_calls)]
@@ -55,8 +61,8 @@ def to_core_messages(messages: Sequence[BaseMessage]) -> list:
             out.append(AssistantMessage(content_text(message.content, index, skip=_SKIPPED_AI_BLOCKS), calls))
         elif isinstance(message, ToolMessage):
             name = message.name or names.get(message.tool_call_id, "")
-            out.append(ToolResult(message.tool_call_id, name, content_text(message.content, index),
-                                  is_error=message.status == "error"))
+            text, images = content_parts(message.content, index, images=True)
+            out.append(ToolResult(message.tool_call_id, name, text, is_error=message.status == "error", images=images))
         elif isinstance(message, ChatMessage) and message.role in ROLE_OF_CHAT_MESSAGE:
             role = ROLE_OF_CHAT_MESSAGE[message.role]
             text = content_text(message.content, index)
@@ -73,23 +79,51 @@ def to_core_messages(messages: Sequence[BaseMessage]) -> list:
 
 def content_text(content: str | list, index: int, skip: set[str] = frozenset()) -> str:
     """The text of a message's content: a string, or the text blocks of a list joined in order."""
+    return content_parts(content, index, skip)[0]
+
+
+def content_parts(content: str | list, index: int, skip: set[str] = frozenset(),
+                  images: bool = False) -> tuple[str, list[ImageItem]]:
+    """(the text blocks joined in order, the images) of a message's content; `images`: whether this kind of message
+    may carry images."""
     if isinstance(content, str):
-        return content
-    parts = []
+        return content, []
+    parts, found = [], []
     for block in content:
+        kind = block.get("type") if isinstance(block, dict) else type(block).__name__
         if isinstance(block, str):
             parts.append(block)
-        elif isinstance(block, dict) and block.get("type") in _TEXT_BLOCKS:
+        elif kind in _TEXT_BLOCKS:
             parts.append(block.get("text", ""))
-        elif isinstance(block, dict) and block.get("type") in skip:
+        elif kind in skip:
             continue
+        elif kind in _IMAGE_BLOCKS and images:
+            found.append(_image(block, f"Message {index}: image {len(found) + 1}"))
+        elif kind in _IMAGE_BLOCKS:
+            raise InvalidInputError(f"Message {index} holds an image; images go in HumanMessage and ToolMessage "
+                                    "content.")
         else:
-            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
             raise InvalidInputError(
-                f"Message {index} holds a {kind!r} content block; ChatAsymSpec's models read text only. Send text "
-                "blocks (describe images, PDFs or audio in words, e.g. with a captioning tool)."
+                f"Message {index} holds a {kind!r} content block; ChatAsymSpec's models read text only (and images "
+                "as stand-in text). Send text blocks (describe PDFs, audio or video in words, e.g. with a "
+                "transcription tool)."
             )
-    return "\n".join(part for part in parts if part)
+    return "\n".join(part for part in parts if part), found
+
+
+def _image(block: dict, where: str) -> ImageItem:
+    """An image block as the core's ImageItem: LangChain's standard blocks (`base64`, or `source_type` "base64"
+    with `data`, or a data URL in `url`) and OpenAI's `image_url` blocks. Nothing is fetched."""
+    if block["type"] == "image_url":
+        url = block.get("image_url")
+        return image_from_url(url.get("url") if isinstance(url, dict) else url, where)
+    data = block.get("base64") or (block.get("data") if block.get("source_type") == "base64" else None)
+    if data:
+        return ImageItem(decode_base64(data, where))
+    if block.get("url"):
+        return image_from_url(block["url"], where)
+    raise InvalidInputError(f"{where}: an image block needs base64 data or a data URL (file ids are not read "
+                            "here).")
 
 
 def to_tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:

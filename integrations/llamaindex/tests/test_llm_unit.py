@@ -16,7 +16,7 @@ from llama_index.llms.asymspec.messages import to_core_messages, to_tool_specs
 from asymspec_agents import AsymSpecEngine, InvalidInputError
 from asymspec_agents.context import AssistantMessage, SystemMessage, ToolResult, UserMessage
 from asymspec_agents.errors import InvalidMessageError, InvalidToolSchemaError
-from asymspec_agents.testing import tiny_random_pair
+from asymspec_agents.testing import png_bytes, tiny_random_pair
 
 
 def get_weather(city: str) -> str:
@@ -70,11 +70,36 @@ def test_tokenizer_fn_counts_with_the_verifier_tokenizer(llm):
 # LlamaIndex -> core
 
 
+def test_image_blocks_by_bytes_path_or_data_url_in_user_and_tool_messages(tmp_path):
+    import base64
+
+    (tmp_path / "shot.png").write_bytes(png_bytes(color="green"))
+    url = "data:image/png;base64," + base64.b64encode(png_bytes()).decode()
+    messages = [ChatMessage(role="user", blocks=[TextBlock(text="See"), ImageBlock(path=tmp_path / "shot.png"),
+                                                 ImageBlock(url=url)]),
+                ChatMessage(role="assistant", content="", additional_kwargs={"tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]}),
+                ChatMessage(role="tool", blocks=[ImageBlock(image=png_bytes()), TextBlock(text="Saved.")],
+                            additional_kwargs={"tool_call_id": "c1"})]
+    user, _, tool = to_core_messages(messages)
+    assert [str(user.images[0].data_or_path), user.images[1].data_or_path] == [str(tmp_path / "shot.png"), png_bytes()]
+    assert tool.content == "Saved." and tool.images[0].data_or_path == png_bytes()
+
+
+@pytest.mark.parametrize("message, says", [
+    (ChatMessage(role="user", blocks=[ImageBlock(url="https://example.com/map.png")]), "nothing here fetches images"),
+    (ChatMessage(role="assistant", blocks=[ImageBlock(image=png_bytes())]), "images go in user and tool messages"),
+])
+def test_remote_or_misplaced_image_blocks_are_refused(message, says):
+    with pytest.raises(InvalidMessageError, match=says):
+        to_core_messages([message])
+
+
 def test_messages_of_every_role_convert_to_core_messages():
     node = NodeWithScore(node=TextNode(text="Paris is the capital of France.", id_="n1", metadata={"file_name": "fr.txt"}), score=0.7)
     messages = [
         ChatMessage(role="system", content="Be brief."),
-        ChatMessage(role="user", blocks=[TextBlock(text="Weather?"), ImageBlock(url="https://example.com/map.png")],
+        ChatMessage(role="user", blocks=[TextBlock(text="Weather?"), ImageBlock(image=png_bytes())],
                     additional_kwargs={"passages": [node]}),
         ChatMessage(role="assistant", blocks=[TextBlock(text="Checking."),
                                               ToolCallBlock(tool_call_id="c1", tool_name="get_weather", tool_kwargs={"city": "Paris"})]),
@@ -88,7 +113,7 @@ def test_messages_of_every_role_convert_to_core_messages():
     assert isinstance(first, UserMessage) and first.content == "Weather?"
     assert first.passages[0].text == "Paris is the capital of France." and first.passages[0].source == "fr.txt"
     assert first.passages[0].id == "n1" and first.passages[0].score == 0.7
-    assert str(first.images[0].data_or_path) == "https://example.com/map.png"
+    assert first.images[0].data_or_path == png_bytes()
     assert isinstance(call, AssistantMessage) and call.content == "Checking."
     assert [(c.id, c.name, c.arguments) for c in call.tool_calls] == [("c1", "get_weather", {"city": "Paris"})]
     assert isinstance(result, ToolResult) and (result.tool_call_id, result.name, result.content) == ("c1", "get_weather", "Sunny.")

@@ -5,8 +5,10 @@ import pytest
 from asymspec_agents.context import (AssistantMessage, CompressionPolicy, DualContext, ImageItem, Passage, SystemMessage,
                                      ToolCall, ToolResult, ToolSpec, UserMessage, parse_tool_calls)
 from asymspec_agents.context import tokens as tokens_module
+from asymspec_agents.context.render import ImageWarning
 from asymspec_agents.context.tool_format import TOOLS_HEADER
-from asymspec_agents.errors import InvalidToolSchemaError
+from asymspec_agents.errors import InvalidMessageError, InvalidToolSchemaError
+from asymspec_agents.testing import png_bytes
 
 GEN = "<|im_start|>assistant\n"
 WEATHER = ToolSpec("get_weather", "Get the weather for a city. Calls an API.", {
@@ -136,16 +138,19 @@ def test_passages_are_rendered_as_documents_before_the_question(tok):
     assert '<documents>\n<document id="p7" source="atlas">\nOslo is in Norway.\n</document>\n</documents>\n\nWhere is Oslo?' in views.full_text
 
 
-def test_images_are_captioned_in_the_compressed_view(tok):
+def test_images_are_captioned_in_the_compressed_view(tok, tmp_path):
     calls = []
 
     def captioner(image):
         calls.append(image)
         return "a cat on a mat"
 
-    messages = [UserMessage("What is this?", images=[ImageItem(b"\x89PNG...", caption=None), ImageItem("photos/dog.jpg", caption="a dog")])]
+    (tmp_path / "dog.jpg").write_bytes(png_bytes(color="brown"))  # Pillow reads it by content, whatever its name
+    messages = [UserMessage("What is this?", images=[ImageItem(png_bytes(), caption=None),
+                                                     ImageItem(tmp_path / "dog.jpg", caption="a dog")])]
     ctx = DualContext(tok, captioner=captioner)
-    views = ctx.render(messages)
+    with pytest.warns(ImageWarning, match="No model of this pair reads pixels"):
+        views = ctx.render(messages)
     assert "[image: a cat on a mat]\n[image: a dog]\nWhat is this?" in views.comp_text
     assert '<image src="dog.jpg">a dog</image>' in views.full_text
     assert [i.caption for i in views.images] == [None, "a dog"]
@@ -154,8 +159,65 @@ def test_images_are_captioned_in_the_compressed_view(tok):
 
 
 def test_image_without_caption_or_captioner_is_a_bare_marker(tok):
-    views = DualContext(tok).render([UserMessage("?", images=[ImageItem("x.png")])])
+    views = DualContext(tok).render([UserMessage("?", images=[ImageItem(png_bytes())])])
     assert "<|im_start|>user\n[image]\n?" in views.comp_text
+
+
+def test_a_tool_result_carries_its_images_before_its_text_and_the_warning_comes_once(tok):
+    import warnings
+
+    messages = [UserMessage("Take a screenshot."),
+                AssistantMessage("", [ToolCall("c1", "screenshot", {})]),
+                ToolResult("c1", "screenshot", "Saved.", images=[ImageItem(png_bytes(), caption="a login form")])]
+    ctx = DualContext(tok)
+    with pytest.warns(ImageWarning):
+        views = ctx.render(messages)
+    assert '<tool_response name="screenshot">\n<image src="bytes:' in views.full_text
+    assert "a login form</image>\nSaved." in views.full_text and "[image: a login form]\nSaved." in views.comp_text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ctx.render(messages)  # said once per memory
+
+
+@pytest.mark.parametrize("image, says", [
+    (ImageItem(b"not an image at all"), "not an image that can be read"),
+    (ImageItem(png_bytes()[:40]), "not an image that can be read"),  # truncated
+    (ImageItem("no/such/file.png"), "no image file"),
+    (ImageItem(12345), "bytes or a file path"),
+    ({"url": "x"}, "takes 'data_or_path' and 'caption'"),
+])
+def test_bad_images_get_an_invalid_message_error_naming_the_message_and_image(tok, image, says):
+    with pytest.raises(InvalidMessageError, match=says) as raised:
+        DualContext(tok).render([{"role": "user", "content": "?", "images": [image]}])
+    assert "Message 0" in str(raised.value)
+
+
+def test_images_past_the_size_limits_are_refused(tok, monkeypatch):
+    from asymspec_agents.context import images
+
+    monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 100)
+    with pytest.raises(InvalidMessageError, match="more than the 100 read here"):
+        DualContext(tok).render([UserMessage("?", images=[ImageItem(png_bytes(64, 64))])])
+    monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 20 << 20)
+    monkeypatch.setattr(images, "MAX_IMAGE_PIXELS", 1000)
+    with pytest.raises(InvalidMessageError, match="4000x1 pixels"):
+        DualContext(tok).render([UserMessage("?", images=[ImageItem(png_bytes(4000, 1, "blue"))])])
+
+
+def test_data_urls_are_decoded_and_remote_urls_refused():
+    import base64
+
+    from asymspec_agents.context.images import image_from_url
+
+    data = png_bytes()
+    image = image_from_url("data:image/png;base64," + base64.b64encode(data).decode(), "Message 1: image 1", "alt")
+    assert image.data_or_path == data and image.caption == "alt"
+    with pytest.raises(InvalidMessageError, match="nothing here fetches images"):
+        image_from_url("https://example.com/cat.png", "Message 1: image 1")
+    with pytest.raises(InvalidMessageError, match="not valid base64"):
+        image_from_url("data:image/png;base64,@@@@", "Message 1: image 1")
+    with pytest.raises(InvalidMessageError, match="not a base64 data URL"):
+        image_from_url("file:///etc/passwd", "Message 1: image 1")
 
 
 def test_two_system_messages_and_consecutive_user_messages_are_rendered_as_sent(tok):

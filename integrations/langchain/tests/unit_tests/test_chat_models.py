@@ -220,3 +220,18 @@ async def test_iterate_in_thread_closes_the_iterator_when_abandoned():
 def test_models_are_shared_per_engine_and_policy(engine):
     first, second = ChatAsymSpec(engine=engine), ChatAsymSpec(engine=engine, temperature=0.5)
     assert first.core is second.core  # one dual-view memory and grammar compiler per engine and policy
+
+
+def test_an_image_block_is_read_as_its_stand_in_and_a_bad_one_is_an_input_error(llm):
+    import base64
+
+    from asymspec_agents.testing import png_bytes
+
+    image = {"type": "image", "base64": base64.b64encode(png_bytes()).decode(), "mime_type": "image/png"}
+    with_image = [HumanMessage([{"type": "text", "text": "What is on the screen?"}, image])]
+    reply = llm.invoke(with_image, max_tokens=4)  # an ImageWarning, once per memory (tested in the core)
+    plain = llm.invoke([HumanMessage("What is on the screen?")], max_tokens=4)
+    assert reply.usage_metadata["input_tokens"] > plain.usage_metadata["input_tokens"]  # "[image]" is read
+    broken = [HumanMessage([image | {"base64": base64.b64encode(b"no image").decode()}])]
+    with pytest.raises(InvalidInputError, match="not an image that can be read"):
+        llm.invoke(broken)

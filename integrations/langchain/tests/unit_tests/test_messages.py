@@ -1,5 +1,6 @@
 """The pure converters between LangChain messages and the core's message model."""
 
+import base64
 import json
 
 import pytest
@@ -9,6 +10,7 @@ from asymspec_agents.context import AssistantMessage, ToolResult, UserMessage
 from asymspec_agents.context import SystemMessage as CoreSystem
 from asymspec_agents.context.tool_format import InvalidToolCall, ParsedToolCall
 from asymspec_agents.errors import InvalidInputError, InvalidToolSchemaError
+from asymspec_agents.testing import png_bytes
 from langchain_asymspec.messages import (content_text, format_instruction, to_core_messages, to_tool_choice,
                                          to_openai_tools, to_tool_specs, tool_call_chunk_of,
                                          with_format_instruction)
@@ -35,10 +37,40 @@ def test_list_content_keeps_text_blocks_and_drops_blocks_that_repeat_tool_calls(
     assert assistant.content == "some text" and [c.name for c in assistant.tool_calls] == ["add"]
 
 
-def test_media_content_is_an_input_error_that_says_text_only():
-    image = HumanMessage([{"type": "text", "text": "Describe"}, {"type": "image", "base64": "AAAA", "mime_type": "image/png"}])
+def test_media_other_than_images_is_an_input_error_that_says_text_only():
+    audio = HumanMessage([{"type": "text", "text": "Transcribe"}, {"type": "audio", "base64": "AAAA",
+                                                                   "mime_type": "audio/wav"}])
     with pytest.raises(InvalidInputError, match="text only"):
-        to_core_messages([image])
+        to_core_messages([audio])
+
+
+PNG = base64.b64encode(png_bytes()).decode()
+
+
+@pytest.mark.parametrize("block", [
+    {"type": "image", "base64": PNG, "mime_type": "image/png"},  # LangChain's v1 standard block
+    {"type": "image", "source_type": "base64", "data": PNG, "mime_type": "image/png"},  # its v0.3 block
+    {"type": "image", "url": f"data:image/png;base64,{PNG}"},
+    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},  # OpenAI's
+])
+def test_image_blocks_in_human_and_tool_messages_become_images(block):
+    call = {"name": "screenshot", "args": {}, "id": "c1", "type": "tool_call"}
+    human, _, tool = to_core_messages([HumanMessage([{"type": "text", "text": "Look"}, block]),
+                                       AIMessage("", tool_calls=[call]),
+                                       ToolMessage([block, "Saved."], tool_call_id="c1")])
+    assert human.content == "Look" and [i.data_or_path for i in human.images] == [png_bytes()]
+    assert tool.content == "Saved." and [i.data_or_path for i in tool.images] == [png_bytes()]
+
+
+@pytest.mark.parametrize("message, says", [
+    (HumanMessage([{"type": "image", "url": "https://example.com/cat.png"}]), "nothing here fetches images"),
+    (HumanMessage([{"type": "image", "file_id": "file-1"}]), "needs base64 data"),
+    (HumanMessage([{"type": "image", "base64": "%%%", "mime_type": "image/png"}]), "not valid base64"),
+    (SystemMessage([{"type": "image", "base64": PNG}]), "images go in HumanMessage and ToolMessage"),
+])
+def test_remote_malformed_or_misplaced_images_are_input_errors(message, says):
+    with pytest.raises(InvalidInputError, match=says):
+        to_core_messages([message])
 
 
 def test_chat_messages_map_by_role_and_unknown_kinds_are_rejected():

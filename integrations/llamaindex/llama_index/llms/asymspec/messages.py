@@ -13,6 +13,7 @@ from llama_index.core.base.llms.types import (ChatMessage, ChatResponse, ImageBl
 from asymspec_agents.chat import ChatReply
 from asymspec_agents.context import (AssistantMessage, ImageItem, Passage, SystemMessage, ToolCall, ToolResult,
                                      ToolSpec, UserMessage)
+from asymspec_agents.context.images import image_from_url
 from asymspec_agents.context.messages import coerce_tool_call
 from asymspec_agents.context.tool_format import ParsedToolCall
 from asymspec_agents.errors import InvalidInputError, InvalidMessageError
@@ -28,11 +29,15 @@ def to_core_messages(messages: Sequence[ChatMessage]) -> list:
     names: dict[str, str] = {}  # tool_call_id -> tool name, for tool messages that carry only the id
     for index, message in enumerate(messages):
         role = MessageRole(message.role) if not isinstance(message.role, MessageRole) else message.role
+        if role not in (MessageRole.USER, MessageRole.TOOL, MessageRole.FUNCTION) and any(
+                isinstance(block, ImageBlock) for block in message.blocks):
+            raise InvalidMessageError(f"Message {index} ({role.value}) holds an image; images go in user and tool "
+                                      "messages.")
         if role in (MessageRole.SYSTEM, MessageRole.DEVELOPER):
             out.append(SystemMessage(_text(message, index)))
         elif role == MessageRole.USER:
             out.append(UserMessage(_text(message, index), passages=to_passages(message.additional_kwargs.get("passages")),
-                                   images=[_image(block) for block in message.blocks if isinstance(block, ImageBlock)]))
+                                   images=_images(message, index)))
         elif role in (MessageRole.ASSISTANT, MessageRole.CHATBOT, MessageRole.MODEL):
             calls = _tool_calls(message)
             names.update((call.id, call.name) for call in calls)
@@ -40,7 +45,8 @@ def to_core_messages(messages: Sequence[ChatMessage]) -> list:
         elif role in (MessageRole.TOOL, MessageRole.FUNCTION):
             call_id = message.additional_kwargs.get("tool_call_id") or ""
             name = message.additional_kwargs.get("name") or names.get(call_id, "")
-            out.append(ToolResult(call_id, name, _text(message, index), bool(message.additional_kwargs.get("is_error"))))
+            out.append(ToolResult(call_id, name, _text(message, index), bool(message.additional_kwargs.get("is_error")),
+                                  images=_images(message, index)))
         else:
             raise InvalidMessageError(f"Message {index} has role {role.value!r}, which AsymSpecLLM cannot render; use "
                                       "system, user, assistant or tool.")
@@ -103,15 +109,26 @@ def _text(message: ChatMessage, index: int) -> str:
             parts.append(block.text)
         elif not isinstance(block, (ToolCallBlock, ImageBlock, ThinkingBlock)):
             raise InvalidMessageError(f"Message {index} holds a {type(block).__name__}, which AsymSpecLLM cannot "
-                                      "render; send text, images (user turns) or tool calls (assistant turns).")
+                                      "render; send text, images (user and tool turns) or tool calls (assistant "
+                                      "turns).")
     return "\n".join(parts)
 
 
-def _image(block: ImageBlock) -> ImageItem:
-    source = block.image or block.path or block.url
-    if source is None:
-        raise InvalidMessageError("An ImageBlock holds no image, path or url.")
-    return ImageItem(source if isinstance(source, bytes) else str(source))
+def _images(message: ChatMessage, index: int) -> list[ImageItem]:
+    """A user or tool message's ImageBlocks as the core's ImageItems: bytes, a local path or a data URL (nothing is
+    fetched: an http(s) URL is refused)."""
+    images = []
+    for block in (b for b in message.blocks if isinstance(b, ImageBlock)):
+        where = f"Message {index}: image {len(images) + 1}"
+        if block.url is not None:
+            images.append(image_from_url(str(block.url), where))
+        elif block.path is not None:
+            images.append(ImageItem(block.path))
+        elif block.image is not None:
+            images.append(ImageItem(block.resolve_image().read()))  # LlamaIndex keeps it base64-encoded
+        else:
+            raise InvalidMessageError(f"{where}: an ImageBlock holds no image, path or url.")
+    return images
 
 
 def _tool_calls(message: ChatMessage) -> list[ToolCall]:
