@@ -137,7 +137,8 @@ class Soak:
         rng = random.Random(index)
         tenant = index % self.args.tenants
         with self._completed:  # start once `index` replies have completed (their caches are in the pool)
-            self._completed.wait_for(lambda: self._replies() >= index, timeout=max(0.0, self.deadline - time.monotonic()))
+            self._completed.wait_for(lambda: self._replies() >= index,
+                                     timeout=max(0.0, self.deadline - time.monotonic()))
         first = True
         while time.monotonic() < self.deadline:
             document = rng.choice(self.documents)

@@ -1,4 +1,5 @@
-"""`asymspec serve`: an OpenAI-compatible HTTP server over one `AsymSpecChat` (FastAPI on uvicorn).
+"""`asymspec serve`: an OpenAI-compatible HTTP server over one `AsymSpecChat` (FastAPI on uvicorn): chat completions,
+completions of a plain prompt, models, health and Prometheus metrics.
 
 Each request decodes in a worker thread (`aio.iterate_in_thread`); the engine interleaves the requests' blocks
 and keeps one cache set per conversation (engine/pool.py), so many clients share one pair. At most `max_queue`
@@ -56,11 +57,12 @@ def create_app(chat: AsymSpecChat, *, model_name: str = "asymspec", max_queue: i
                config: GenerationConfig | None = None, api_keys: tuple[str, ...] = (),
                max_tokens_limit: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                request_timeout: float | None = None) -> FastAPI:
-    """The app serving `chat` as `model_name` (chat completions, and completions of a plain prompt); `config`: the generation settings requests start from; `api_keys`:
-    the keys a `/v1/*` request must bear (none: open to whoever reaches the port); `max_tokens_limit`: the most new
-    tokens a request may ask for (400 past it; past the models' window always); `max_body_bytes`: the largest
-    request body read (413 past it); `request_timeout`: seconds a reply may take (504 past it, or an error event in
-    a stream; the decode stops at its next block, which leaves the conversation's caches as they were)."""
+    """The app serving `chat` as `model_name` (chat completions, and completions of a plain prompt); `config`: the
+    generation settings requests start from; `api_keys`: the keys a `/v1/*` request must bear (none: open to
+    whoever reaches the port); `max_tokens_limit`: the most new tokens a request may ask for (400 past it; past the
+    models' window always); `max_body_bytes`: the largest request body read (413 past it); `request_timeout`:
+    seconds a reply may take (504 past it, or an error event in a stream; the decode stops at its next block, which
+    leaves the conversation's caches as they were)."""
     window = chat.engine.context_window
     token_limit = min(window, max_tokens_limit or window)
     base = config or chat.config
