@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from ..models import AUTO
 from ..plotting import pyplot
-from .common import RESULTS, markdown_table, wilson, write_json, write_report
+from .common import RESULTS, markdown_table, terminal_table, wilson, write_json, write_report
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "irrelevance", "live_relevance", "live_irrelevance")
 AST_CATEGORIES = ("simple_python", "multiple", "parallel")
@@ -202,8 +202,7 @@ def render(report: dict, terminal: bool = False) -> str:
              "{:.2f}–{:.2f}".format(*r["interval"]) if r["interval"] else "", f"{r['call_rate']:.2f}",
              f"{r['seconds_per_item']:.1f}"] for r in report["rows"]]
     if terminal:  # fits 80 columns
-        widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
-        return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows])
+        return terminal_table(header, rows, left=4)
     return (f"# BFCL (bfcl-eval's data and AST checker)\n\nCommand: `asymspec bench bfcl {' '.join(_args(settings))}`"
             f". Systems: ceiling = the verifier alone on everything, floor = alone on the compressed view, asymspec = "
             f"the verifier with {settings['drafter']} drafting ('auto': its matched drafter). right: BFCL's AST check "

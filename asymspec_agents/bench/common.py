@@ -54,6 +54,14 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def terminal_table(header: list[str], rows: list[list], left: int = 1) -> str:
+    """A plain-text table for the terminal: the first `left` columns aligned left, the others (numbers) right."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    return "\n".join(" ".join(str(cell).ljust(width) if i < left else str(cell).rjust(width)
+                              for i, (cell, width) in enumerate(zip(row, widths))).rstrip()
+                     for row in [header, *rows])
+
+
 def wilson(right: int, n: int, z: float = 1.96) -> list[float] | None:
     """The 95% Wilson score interval of right/n (sound at 0 and 1, where the normal approximation is not)."""
     if not n:

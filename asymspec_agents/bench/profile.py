@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from ..models import AUTO, DEFAULT_VERIFIER, resolve_pair
 from ..plotting import pyplot
-from .common import RESULTS, markdown_table, median, write_json, write_report
+from .common import RESULTS, markdown_table, median, terminal_table, write_json, write_report
 
 SYSTEMS = {"ceiling": {"mode": "full"}, "asymspec": {}}  # the verifier alone on the full view; AsymSpec's defaults
 PHASES = ("prefill", "draft", "contrast", "verify", "other")
@@ -200,9 +200,7 @@ def render(report: dict, terminal: bool = False) -> str:
              f"{r['forwards_per_token']:.1f}", f"{r['right']}/{r['replies']}"] for r in report["summary"]]
     if terminal:  # 80 columns: the phases' seconds without the FLOPs ratio
         keep = [i for i, name in enumerate(header) if name not in ("×C FLOPs", "right")]
-        widths = [max(len(str(row[i])) for row in [header, *rows]) for i in keep]
-        return "\n".join(" ".join(str(row[i]).rjust(w) if j > 1 else str(row[i]).ljust(w)
-                                  for j, (i, w) in enumerate(zip(keep, widths))) for row in [header, *rows])
+        return terminal_table([header[i] for i in keep], [[row[i] for i in keep] for row in rows], left=2)
     return (f"# Where a reply's seconds go ({report['date']}, {report['threads']} torch threads, load "
             f"{report['load_average'][0]:.1f})\n\nVerifier `{report['verifier']}`, drafter `{report['drafter']}`. "
             "Medians per scenario; ×C: AsymSpec's median over the Ceiling's (the verifier alone on the full view) on "

@@ -21,3 +21,12 @@ def test_write_report_without_matplotlib_skips_plots(tmp_path, monkeypatch):
 def test_write_report_without_plot(tmp_path):
     common.write_report(str(tmp_path / "r.md"), "text")
     assert (tmp_path / "r.md").read_text() == "text"
+
+
+def test_terminal_tables_align_labels_left_and_numbers_right():
+    from asymspec_agents.bench.common import terminal_table
+
+    table = terminal_table(["name", "kind", "s"], [["alpha", "x", "1.50"], ["b", "longer", "12.25"]], left=2)
+    assert table.splitlines() == ["name  kind       s",
+                                  "alpha x       1.50",
+                                  "b     longer 12.25"]
