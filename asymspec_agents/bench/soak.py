@@ -344,7 +344,8 @@ def write_outputs(report: dict, prefix: str) -> None:
             f"tracebacks and exited with {report['server_exit']}.\n"
             f"- Memory: RSS {min(rss, default=0) / (1 << 20):.0f}–{max(rss, default=0) / (1 << 20):.0f} MiB; "
             f"the pool's KV at most {max(kv, default=0) / (1 << 20):.0f} MiB "
-            f"(budget {report['kv_budget_bytes'] / (1 << 20):.0f} MiB, exceeded only while sets are in use); "
+            f"(budget {report['kv_budget_bytes'] / (1 << 20):.0f} MiB: calls wait for room, one conversation alone "
+            "may pass it); "
             f"{max((s['evictions'] or 0 for s in report['samples']), default=0)} conversations' caches evicted.\n"
             f"- Sent again alone on the idle server: {equal}/{len(report['replays'])} replies equal.\n"
             + _tenancy(report))
