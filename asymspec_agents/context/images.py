@@ -84,13 +84,14 @@ def _read(data: bytes, where: str) -> None:
     try:
         with Image.open(io.BytesIO(data)) as opened:
             kind, (width, height) = opened.format, opened.size
-            if width * height > MAX_IMAGE_PIXELS:
-                raise InvalidMessageError(f"{where}: the image has {width}x{height} pixels, more than the "
-                                          f"{MAX_IMAGE_PIXELS:,} read here; send a smaller one.")
-            opened.verify()  # reads the whole file: a truncated or corrupt image fails here
+            if width * height <= MAX_IMAGE_PIXELS:
+                opened.verify()  # reads the whole file: a truncated or corrupt image fails here
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise InvalidMessageError(f"{where}: not an image that can be read ({exc}); send PNG, JPEG, GIF, WebP or "
                                   "BMP data.") from None
+    if width * height > MAX_IMAGE_PIXELS:
+        raise InvalidMessageError(f"{where}: the image has {width}x{height} pixels, more than the "
+                                  f"{MAX_IMAGE_PIXELS:,} read here; send a smaller one.")
     if kind not in FORMATS:
         raise InvalidMessageError(f"{where}: {kind} images are not read here; send {', '.join(FORMATS)}.")
 

@@ -200,8 +200,9 @@ def test_images_past_the_size_limits_are_refused(tok, monkeypatch):
         DualContext(tok).render([UserMessage("?", images=[ImageItem(png_bytes(64, 64))])])
     monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 20 << 20)
     monkeypatch.setattr(images, "MAX_IMAGE_PIXELS", 1000)
-    with pytest.raises(InvalidMessageError, match="4000x1 pixels"):
+    with pytest.raises(InvalidMessageError, match="4000x1 pixels") as raised:
         DualContext(tok).render([UserMessage("?", images=[ImageItem(png_bytes(4000, 1, "blue"))])])
+    assert "can be read" not in str(raised.value)  # said as what it is, not as a broken file
 
 
 def test_data_urls_are_decoded_and_remote_urls_refused():
