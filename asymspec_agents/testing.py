@@ -111,3 +111,15 @@ def png_bytes(width: int = 8, height: int = 8, color: str = "red") -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (width, height), color).save(buffer, "PNG")
     return buffer.getvalue()
+
+
+def wait_for(condition, seconds: float = 60.0, every: float = 0.05) -> bool:
+    """Whether `condition()` came true within `seconds`, asked every `every` seconds (tests of concurrent work)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(every)
+    return False

@@ -229,13 +229,8 @@ def completion(reply: ChatReply, model: str, request_id: str) -> dict[str, Any]:
 def chunk(model: str, request_id: str, delta: dict[str, Any] | None = None, finish_reason: str | None = None,
           reply: ChatReply | None = None) -> dict[str, Any]:
     """One streamed `chat.completion.chunk`; with `reply` and no delta it is the usage chunk (no choices)."""
-    body: dict[str, Any] = {"id": request_id, "object": "chat.completion.chunk", "created": int(time.time()),
-                            "model": model, "choices": []}
-    if delta is not None:
-        body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
-    if reply is not None:
-        body["usage"], body["asymspec"] = usage(reply), reply.summary()
-    return body
+    choice = None if delta is None else {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+    return _streamed("chat.completion.chunk", model, request_id, choice, reply)
 
 
 def text_completion(reply: ChatReply, model: str, request_id: str) -> dict[str, Any]:
@@ -247,10 +242,14 @@ def text_completion(reply: ChatReply, model: str, request_id: str) -> dict[str, 
 def text_chunk(model: str, request_id: str, text: str | None = None, finish_reason: str | None = None,
                reply: ChatReply | None = None) -> dict[str, Any]:
     """One streamed `text_completion`; with `reply` and no text it is the usage chunk (no choices)."""
-    body: dict[str, Any] = {"id": request_id, "object": "text_completion", "created": int(time.time()),
-                            "model": model, "choices": []}
-    if text is not None:
-        body["choices"] = [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]
+    choice = None if text is None else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    return _streamed("text_completion", model, request_id, choice, reply)
+
+
+def _streamed(kind: str, model: str, request_id: str, choice: dict | None, reply: ChatReply | None) -> dict[str, Any]:
+    """A chunk of either format: its one choice, or none; with `reply`, the usage and the `asymspec` summary."""
+    body: dict[str, Any] = {"id": request_id, "object": kind, "created": int(time.time()), "model": model,
+                            "choices": [] if choice is None else [choice]}
     if reply is not None:
         body["usage"], body["asymspec"] = usage(reply), reply.summary()
     return body

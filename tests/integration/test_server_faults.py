@@ -9,6 +9,7 @@ import time
 import pytest
 
 httpx = pytest.importorskip("httpx")
+from asymspec_agents import testing  # noqa: E402
 from asymspec_agents.server.process import ServerProcess  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -23,12 +24,7 @@ def post(server, messages, **body) -> dict:
 
 
 def wait_for(condition, seconds: float = 60.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
+    return testing.wait_for(condition, seconds, every=0.2)
 
 
 def test_a_client_gone_mid_stream_frees_its_slot_and_its_conversation_goes_on_from_its_cache():

@@ -1,12 +1,12 @@
 """The cache pool: conversations that alternate keep their caches; concurrent calls equal serial ones."""
 
 import threading
-import time
 
 import pytest
 
 from asymspec_agents import AsymSpecEngine, GenerationConfig
 from asymspec_agents.errors import CacheBudgetError
+from asymspec_agents.testing import wait_for
 from asymspec_agents.engine.kv_cache import GrowingLayer
 
 SYSTEM = "system: You answer briefly and exactly. Tools: search, lookup, calculator, weather, calendar.\n"
@@ -166,15 +166,6 @@ def test_kv_bytes_counts_every_layers_keys_and_values(pair):
     assert per_token * len(stream.ids) <= stream.nbytes <= per_token * GrowingLayer.room(len(stream.ids))
 
 
-def _wait_until(condition, seconds: float = 60.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_a_call_with_no_room_in_the_budget_waits_for_the_call_in_progress_first_come_first_served(pair):
     """A budget of one byte: a call always starts alone, never beside another (its caches would pass the budget)."""
     engine = AsymSpecEngine(pair.verifier, pair.drafter, pair.tokenizer, kv_budget=1)
@@ -192,7 +183,7 @@ def test_a_call_with_no_room_in_the_budget_waits_for_the_call_in_progress_first_
     for count, name in enumerate(("beta", "gamma"), start=1):
         waiting.append(threading.Thread(target=call, args=(name,)))
         waiting[-1].start()
-        assert _wait_until(lambda: engine.pool.stats.waiting == count), engine.pool.stats
+        assert wait_for(lambda: engine.pool.stats.waiting == count, every=0.01), engine.pool.stats
     assert not finished and engine.pool.stats.busy == 1
     alpha = first.token_ids + [t for chunk in holding for t in chunk.token_ids]
     for thread in waiting:
