@@ -56,8 +56,8 @@ class AsymSpecEngine:
     Any number of threads may call one engine. Each conversation keeps its own set of KV streams in a pool
     (pool.py: a call continues the set of its conversation, or branches from the longest shared prefix; least
     recently used sets go when the pool exceeds `kv_budget` bytes; a call that would pass it while others run waits
-for room). Local forwards of all calls run on one thread,
-    one at a time (a CPU forward already uses every core), and those that wait together run as one ragged forward
+    for room). Local forwards of all calls run on one thread, one at a time (a CPU forward already uses every
+    core), and those that wait together run as one ragged forward
     per model (batching.py): throughput grows with conversations, and a short reply never waits for a long one to
     end. A model on a server (models/remote.py) gets the calls' requests together and batches them itself. Results
     equal serial calls up to the float rounding of a batch (and a server's own, docs/deploy.md).
